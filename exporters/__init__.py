@@ -1,0 +1,1 @@
+"""Span store, store exporter, score emitter, OTLP/HTTP receiver and metrics."""

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites (loopback servers, span assertions)."""

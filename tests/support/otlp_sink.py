@@ -1,0 +1,141 @@
+"""A real OTLP/HTTP trace receiver on 127.0.0.1 for end-to-end tests.
+
+It decodes every ``POST /v1/traces`` protobuf (or gzip) body with the official proto classes and
+keeps the spans, so a test can assert on exactly what went over the wire::
+
+    with OtlpSink() as sink:
+        exporter = OTLPSpanExporter(endpoint=sink.traces_url)
+        ...
+        spans = sink.wait_for(lambda s: len(s) >= 2)
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+def any_value(value: AnyValue) -> Any:
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, which)
+
+
+@dataclass
+class ReceivedSpan:
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    status_code: int = 0
+    start_time_unix_nano: int = 0
+    end_time_unix_nano: int = 0
+
+
+class OtlpSink:
+    def __init__(self, status: int = 200) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self.requests = 0
+        self.status = status
+        self._cond = threading.Condition()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                sink._add(request)
+                payload = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(sink.status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def traces_url(self) -> str:
+        return f"{self.endpoint}/v1/traces"
+
+    def _add(self, request: ExportTraceServiceRequest) -> None:
+        received = []
+        for rs in request.resource_spans:
+            resource = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    received.append(
+                        ReceivedSpan(
+                            trace_id=s.trace_id.hex(),
+                            span_id=s.span_id.hex(),
+                            parent_span_id=s.parent_span_id.hex() or None,
+                            name=s.name,
+                            attributes={kv.key: any_value(kv.value) for kv in s.attributes},
+                            resource=resource,
+                            events=[
+                                (e.name, {kv.key: any_value(kv.value) for kv in e.attributes})
+                                for e in s.events
+                            ],
+                            status_code=s.status.code,
+                            start_time_unix_nano=s.start_time_unix_nano,
+                            end_time_unix_nano=s.end_time_unix_nano,
+                        )
+                    )
+        with self._cond:
+            self.requests += 1
+            self.spans.extend(received)
+            self._cond.notify_all()
+
+    def wait_for(
+        self, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 10.0
+    ) -> list[ReceivedSpan]:
+        """Block until ``predicate(spans)`` holds; raise AssertionError on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self.spans):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"OTLP sink: condition not met in {timeout}s; got {len(self.spans)} spans: "
+                        f"{[s.name for s in self.spans]}"
+                    )
+                self._cond.wait(remaining)
+            return list(self.spans)
+
+    def __enter__(self) -> OtlpSink:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,95 @@
+"""Attribute keys, span names and operation names: the one place they are spelled.
+
+Keys under ``gen_ai.*`` follow the OpenTelemetry GenAI semantic conventions; keys under
+``spanjudge.*`` are the project's own (the semconv has no field for them). Case rebuild,
+the score emitter, the receiver and the docs all read these constants, so a rename here is
+a rename everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Kind = Literal["agent", "llm", "retriever", "tool", "chain"]
+KINDS: Final[tuple[str, ...]] = ("agent", "llm", "retriever", "tool", "chain")
+
+# --- operation names (gen_ai.operation.name) per kind -------------------------------------
+OPERATION_BY_KIND: Final[dict[str, str]] = {
+    "agent": "invoke_agent",
+    "llm": "chat",
+    "retriever": "retrieval",
+    "tool": "execute_tool",
+    "chain": "invoke_workflow",
+}
+KIND_BY_OPERATION: Final[dict[str, str]] = {v: k for k, v in OPERATION_BY_KIND.items()}
+# Other instrumentations use these operation names for LLM calls too.
+LLM_OPERATIONS: Final[frozenset[str]] = frozenset(
+    {"chat", "text_completion", "generate_content", "completion"}
+)
+
+# --- GenAI semantic conventions -------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_SYSTEM: Final = "gen_ai.system"  # older semconv name of the provider, read on rebuild
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+
+# Evaluation results (semconv gen_ai.evaluation.*)
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+ERROR_TYPE: Final = "error.type"
+
+# --- project attributes -------------------------------------------------------------------
+SPANJUDGE_KIND: Final = "spanjudge.kind"
+SPANJUDGE_INPUT: Final = "spanjudge.input"  # captured arguments (JSON) when no messages apply
+SPANJUDGE_OUTPUT: Final = "spanjudge.output"  # captured return value (JSON)
+SPANJUDGE_METADATA: Final = "spanjudge.metadata"  # JSON object set by the user
+SPANJUDGE_USER_ID: Final = "spanjudge.user.id"
+SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT: Final = "spanjudge.retrieval.documents.content"
+SPANJUDGE_TRUNCATED: Final = "spanjudge.truncated"  # list of attribute keys that were cut
+
+# Evaluation span attributes beyond the semconv ones
+SPANJUDGE_EVAL_THRESHOLD: Final = "spanjudge.evaluation.threshold"
+SPANJUDGE_EVAL_SUCCESS: Final = "spanjudge.evaluation.success"
+SPANJUDGE_EVAL_STRICT_MODE: Final = "spanjudge.evaluation.strict_mode"
+SPANJUDGE_EVAL_JUDGE_MODEL: Final = "spanjudge.evaluation.judge.model"
+SPANJUDGE_EVAL_INPUT_TOKENS: Final = "spanjudge.evaluation.judge.input_tokens"
+SPANJUDGE_EVAL_OUTPUT_TOKENS: Final = "spanjudge.evaluation.judge.output_tokens"
+SPANJUDGE_EVAL_COST: Final = "spanjudge.evaluation.judge.cost_usd"
+SPANJUDGE_EVAL_VERDICTS: Final = "spanjudge.evaluation.verdicts"
+SPANJUDGE_EVAL_SAMPLE_RATE: Final = "spanjudge.evaluation.sample_rate"
+SPANJUDGE_EVAL_RULE: Final = "spanjudge.evaluation.rule"
+SPANJUDGE_EVAL_TARGET: Final = "spanjudge.evaluation.target"  # llm|agent|trace|conversation
+SPANJUDGE_EVAL_TARGET_ID: Final = "spanjudge.evaluation.target_id"
+SPANJUDGE_EVAL_SKIP_REASON: Final = "spanjudge.evaluation.skip_reason"
+
+# Instrumentation scope of the spans this library creates
+TRACER_NAME: Final = "spanjudge"
+
+TRUNCATION_MARKER: Final = "...[truncated {dropped} chars]"
+
+
+def span_name(kind: str, name: str) -> str:
+    """The span name the design prescribes for a kind: ``"{operation} {name}"``."""
+    return f"{OPERATION_BY_KIND[kind]} {name}" if name else OPERATION_BY_KIND[kind]
