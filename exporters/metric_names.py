@@ -22,11 +22,13 @@ EVALUATION_LAG: Final = "spanjudge.evaluation.lag_seconds"
 JUDGE_TOKENS: Final = "spanjudge.judge.tokens"
 JUDGE_COST: Final = "spanjudge.judge.cost_usd"
 JUDGE_CALLS: Final = "spanjudge.judge.calls"
-# Observable gauge of work waiting, labels: state (pending|leased|unplanned_traces|unplanned_conversations)
+# Observable gauge of work waiting, labels: state
+# (pending|leased|unplanned_traces|unplanned_conversations)
 BACKLOG: Final = "spanjudge.backlog"
 # Observable gauge: age in seconds of the oldest settled-but-unevaluated target
 BACKLOG_AGE: Final = "spanjudge.backlog.oldest_age_seconds"
-# Counter of targets not evaluated, labels: rule, reason (not_sampled|rate_budget|cost_budget|missing_field|filtered)
+# Counter of targets not evaluated, labels: rule, reason
+# (not_sampled|rate_budget|cost_budget|missing_field|filtered)
 SAMPLER_SKIPPED: Final = "spanjudge.sampler.skipped"
 # Counter of spans the store exporter dropped, labels: reason (queue_full|store_error)
 EXPORTER_DROPPED: Final = "spanjudge.exporter.dropped_spans"

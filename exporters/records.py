@@ -8,6 +8,7 @@ hex (32 characters for trace ids, 16 for span ids), times are Unix nanoseconds.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,3 +58,52 @@ class SpanRecord:
     @property
     def is_root(self) -> bool:
         return not self.parent_span_id
+
+
+def evaluation_span_id(rule: str, target_type: str, target_id: str) -> str:
+    """The evaluation span's id, derived from (rule, target) so a re-emitted result is the
+    same span and a backend that de-duplicates by id shows it once. 16 lower-case hex chars,
+    never all zeros (an invalid span id in OTel)."""
+    digest = hashlib.sha256(f"{rule}\x1f{target_type}\x1f{target_id}".encode()).hexdigest()
+    return digest[:16] if int(digest[:16], 16) else digest[16:32]
+
+
+@dataclass(slots=True)
+class EvaluationRecord:
+    """One metric's outcome on one target: what the store keeps and the emitter writes.
+
+    ``status`` is ``"scored"`` (score/label/success set), ``"error"`` (``error_type`` set, no
+    score: never shown as 0 or 1) or ``"skipped"`` (``skip_reason`` set, no judge call).
+    """
+
+    rule: str
+    metric: str  # gen_ai.evaluation.name, e.g. "faithfulness"
+    target_type: str  # llm | agent | trace | conversation
+    target_id: str  # span id, trace id or conversation id
+    trace_id: str | None  # trace the evaluation span goes into
+    span_id: str | None  # evaluated span: parent of the evaluation span
+    status: str = "scored"
+    score: float | None = None
+    label: str | None = None  # pass | fail
+    success: bool | None = None
+    threshold: float | None = None
+    strict_mode: bool = False
+    reason: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    skip_reason: str | None = None
+    judge_model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    judge_calls: int = 0
+    verdicts: list[dict[str, Any]] | None = None
+    sample_rate: float | None = None
+    service_name: str | None = None
+    target_end_unix_nano: int | None = None
+    started_at: float | None = None  # Unix seconds
+    finished_at: float | None = None
+
+    @property
+    def evaluation_span_id(self) -> str:
+        return evaluation_span_id(self.rule, self.target_type, self.target_id)
