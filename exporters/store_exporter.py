@@ -26,9 +26,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan, SimpleSpanProcessor, SpanProcessor
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.exporters.store.base import SpanStore
 

@@ -8,13 +8,13 @@ production backend would prove nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 
 POSTGRES_URL = os.environ.get(
@@ -72,10 +72,8 @@ def store_factory(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
 
         first = opened[0]
         assert isinstance(first, PostgresStore)
-        try:
+        with contextlib.suppress(StoreError):
             first.drop_schema()
-        except StoreError:
-            pass
     for store in opened:
         store.close()
 

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable
 
 import pytest
-
 from spanjudge.exporters.records import EvaluationRecord, SpanEvent, SpanRecord
 from spanjudge.exporters.store import (
     ORPHAN_SETTLE_FACTOR,
@@ -252,13 +251,15 @@ def test_expired_lease_is_claimed_by_another_owner_who_alone_can_complete(
     [b] = store.claim_jobs(owner="b", limit=1, lease_seconds=30, now=T0 + 30)
     assert b.job_id == a.job_id and b.attempts == 2 and b.lease_owner == "b"
     # "a" comes back from a long pause: its lease is gone, nothing is written.
-    assert store.complete_job(a.job_id, owner="a", record=result(a, score=0.1), now=T0 + 31) is False
+    late = result(a, score=0.1)
+    assert store.complete_job(a.job_id, owner="a", record=late, now=T0 + 31) is False
     assert store.results() == []
     assert store.complete_job(b.job_id, owner="b", record=result(b, score=0.9), now=T0 + 32)
     [stored] = store.results()
     assert stored.score == 0.9
     # At most one result ever: a second completion is refused.
-    assert store.complete_job(b.job_id, owner="b", record=result(b, score=0.2), now=T0 + 33) is False
+    again = result(b, score=0.2)
+    assert store.complete_job(b.job_id, owner="b", record=again, now=T0 + 33) is False
     assert [r.score for r in store.results()] == [0.9]
 
 
@@ -349,7 +350,7 @@ def test_retention_deletes_spans_and_rows_by_arrival(store: SpanStore) -> None:
 def test_stats_count_backlog(store: SpanStore) -> None:
     store.write_spans([span(1, 1, conversation="c1"), span(2, 2)], now=T0)
     store.enqueue_jobs([job("t1"), job("t2"), job("t3"), job("t4")], now=T0)
-    a, b, c = store.claim_jobs(owner="a", limit=3, lease_seconds=30, now=T0 + 5)
+    a, b, _c = store.claim_jobs(owner="a", limit=3, lease_seconds=30, now=T0 + 5)
     store.complete_job(a.job_id, owner="a", record=result(a), now=T0 + 6)
     store.complete_job(b.job_id, owner="a", record=result(b, status="error"), now=T0 + 6)
     store.mark_planned(traces=[tid(1)], now=T0 + 6)
