@@ -43,15 +43,35 @@ SHUTDOWN = "shutdown"  # exported after shutdown()
 _WARN_EVERY = 30.0
 
 
-def _value(value: Any) -> Any:
-    # The SDK keeps sequence attributes as tuples; records carry lists (JSON's shape).
-    return list(value) if isinstance(value, tuple) else value
-
-
 def _attributes(attributes: Any) -> dict[str, Any]:
     if not attributes:
         return {}
-    return {key: _value(value) for key, value in attributes.items()}
+    # The SDK's BoundedAttributes copies itself on every iteration; its inner dict does not.
+    # (A read-only view around it is unwrapped the same way; anything else goes the slow way.)
+    raw = getattr(attributes, "_dict", None)
+    out = dict(raw) if isinstance(raw, dict) else dict(attributes.items())
+    for key, value in out.items():
+        # The SDK keeps sequence attributes as tuples; records carry lists (JSON's shape).
+        if type(value) is tuple:
+            out[key] = list(value)
+    return out
+
+
+# Every span of a process shares one Resource: convert it once, not per span.
+_resource_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _resource(resource: Any) -> dict[str, Any]:
+    if resource is None:
+        return {}
+    hit = _resource_cache.get(id(resource))
+    if hit is not None and hit[0] is resource:
+        return hit[1]
+    converted = _attributes(resource.attributes)
+    if len(_resource_cache) > 64:
+        _resource_cache.clear()
+    _resource_cache[id(resource)] = (resource, converted)
+    return converted
 
 
 def span_to_record(span: ReadableSpan) -> SpanRecord:
@@ -62,6 +82,8 @@ def span_to_record(span: ReadableSpan) -> SpanRecord:
         record = span_to_record(finished_span)
         assert len(record.trace_id) == 32
     """
+    # span.attributes wraps the BoundedAttributes in a read-only view that hides its inner dict;
+    # the SDK span keeps it as _attributes, read-only after end() (the public API is the fallback).
     ctx = span.context
     if ctx is None:
         raise ValueError("span without a context")
@@ -79,8 +101,8 @@ def span_to_record(span: ReadableSpan) -> SpanRecord:
         kind=span.kind.name,
         status_code=status.status_code.name,
         status_message=status.description or None,
-        attributes=_attributes(span.attributes),
-        resource=_attributes(span.resource.attributes) if span.resource is not None else {},
+        attributes=_attributes(getattr(span, "_attributes", None) or span.attributes),
+        resource=_resource(span.resource),
         events=[
             SpanEvent(event.name, event.timestamp or 0, _attributes(event.attributes))
             for event in span.events
