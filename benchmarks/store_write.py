@@ -23,7 +23,6 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-
 from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.store_exporter import StoreSpanExporter, span_to_record
 from spanjudge.tracer import attributes as attrs
@@ -46,9 +45,8 @@ def make_spans(n: int) -> list[ReadableSpan]:
     provider = TracerProvider(resource=Resource({"service.name": "bench", "service.version": "1"}))
     provider.add_span_processor(SimpleSpanProcessor(collect))
     tracer = provider.get_tracer("spanjudge")
-    messages = json.dumps(
-        [{"role": "user", "parts": [{"type": "text", "content": "How do I reset my password? " * 4}]}]
-    )
+    question = "How do I reset my password? " * 4
+    messages = json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}])
     made = 0
     turn = 0
     while made < n:
