@@ -1,0 +1,117 @@
+"""Runner: spanjudge ``@observe`` next to an undecorated call and a raw OpenTelemetry span.
+
+``--processor batch|simple``: an SDK TracerProvider (set as the global provider, which is
+what ``@observe`` uses without ``configure()``) with that processor on the counting in-memory
+exporter; the raw span uses a tracer from the same provider, so both pay the same SDK and
+processor costs. ``--processor noop``: no SDK at all, the API's no-op provider.
+
+Content capture is on (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``).
+Runs in the project venv; ``--standalone`` prints a summary by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+for _key in [k for k in os.environ if k.startswith("OTEL_EXPORTER_OTLP")]:
+    os.environ.pop(_key)  # nothing may leave the machine, whatever the shell exported
+
+import _harness  # noqa: E402
+
+
+def _flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--processor", choices=("batch", "simple", "noop"), default="batch")
+
+
+def _load_observe() -> Any:
+    """``spanjudge.observe`` (the public re-export), else the tracer module's own name."""
+    try:
+        from spanjudge import observe
+
+        return observe
+    except (ImportError, AttributeError):
+        from spanjudge.tracer import observe  # type: ignore[attr-defined]
+
+        return observe
+
+
+def build(args: argparse.Namespace) -> _harness.Setup:
+    from opentelemetry import trace
+
+    from spanjudge.tracer import attributes as attrs
+
+    info: dict[str, Any] = {
+        "tracer": "spanjudge @observe",
+        "content_capture": True,
+        "packages": _harness.package_versions(
+            "spanjudge", "opentelemetry-api", "opentelemetry-sdk"
+        ),
+    }
+    flush = None
+    shutdown = None
+    exporter = None
+    if args.processor == "noop":
+        # Nothing sets a provider: trace.get_tracer() returns the API's no-op machinery.
+        info["processor"] = "none (OpenTelemetry API no-op provider, no SDK)"
+        tracer = trace.get_tracer("bench.raw")
+    else:
+        import _otel
+
+        exporter = _otel.CountingExporter()
+        provider = _otel.make_provider(args.processor, exporter)
+        trace.set_tracer_provider(provider)
+        tracer = provider.get_tracer("bench.raw")
+        info["processor"] = _otel.describe(args.processor)
+
+        def flush() -> None:
+            provider.force_flush()
+
+        def shutdown() -> dict[str, Any]:
+            provider.force_flush()
+            return {"spans_exported": exporter.count,
+                    "last_span": _otel.span_summary(exporter.last)}
+
+    fn = _harness.trivial
+
+    def raw_otel(question: str) -> Any:
+        with tracer.start_as_current_span("trivial"):
+            return fn(question)
+
+    # The hand-written equivalent of what @observe(kind="llm") records: the same keys, the
+    # arguments and result serialised to the semconv message JSON. Shows what the attributes
+    # themselves cost, apart from the decorator machinery.
+    def raw_otel_genai(question: str) -> Any:
+        with tracer.start_as_current_span("chat trivial") as span:
+            span.set_attribute(attrs.GEN_AI_OPERATION_NAME, "chat")
+            span.set_attribute(attrs.SPANJUDGE_KIND, "llm")
+            span.set_attribute(attrs.GEN_AI_INPUT_MESSAGES, json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": question}]}]))
+            result = fn(question)
+            span.set_attribute(attrs.GEN_AI_OUTPUT_MESSAGES, json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": result}]}]))
+            return result
+
+    variants: dict[str, Any] = {
+        _harness.UNDECORATED: fn,
+        "raw_otel": raw_otel,
+        "raw_otel_genai_attrs": raw_otel_genai,
+    }
+    errors: dict[str, str] = {}
+    try:
+        observe = _load_observe()
+        variants["observe_llm"] = observe(kind="llm")(_harness.trivial)
+        variants["observe_retriever"] = observe(kind="retriever")(_harness.trivial)
+    except Exception as exc:  # the tracer not being there yet is a result to report
+        errors["observe"] = repr(exc)
+    return _harness.Setup(variants=variants, flush=flush, shutdown=shutdown, info=info,
+                          errors=errors)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_harness.main(build, _flags))
