@@ -33,6 +33,9 @@ SAMPLER_SKIPPED: Final = "spanjudge.sampler.skipped"
 # Counter of spans the store exporter dropped, labels: reason (queue_full|store_error)
 EXPORTER_DROPPED: Final = "spanjudge.exporter.dropped_spans"
 EXPORTER_WRITTEN: Final = "spanjudge.exporter.written_spans"
+# Counter of evaluation spans the score emitter dropped, labels: reason
+# (queue_full|export_failed|invalid_record|shutdown)
+EMITTER_DROPPED: Final = "spanjudge.emitter.dropped_spans"
 # Receiver counters, labels: code (HTTP status) / encoding
 RECEIVER_REQUESTS: Final = "spanjudge.receiver.requests"
 RECEIVER_SPANS: Final = "spanjudge.receiver.spans"
@@ -47,3 +50,4 @@ L_DIRECTION: Final = "direction"
 L_STATE: Final = "state"
 L_REASON: Final = "reason"
 L_CODE: Final = "code"
+L_ENCODING: Final = "encoding"

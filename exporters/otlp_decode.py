@@ -1,0 +1,199 @@
+"""Decode OTLP trace export bodies (protobuf or OTLP/JSON) into :class:`SpanRecord` objects.
+
+The records are the same as :func:`spanjudge.exporters.store_exporter.span_to_record` builds from
+the SDK span that was sent: lower-case hex ids, nanosecond times, ``kind`` and ``status_code`` as
+OTel enum names, array attributes as lists. Values the SDK cannot produce map as follows:
+a ``kvlistValue`` becomes a dict, a ``bytesValue`` its UTF-8 text (base64 when not UTF-8).
+
+Every malformed input raises :class:`OtlpDecodeError` (a ``ValueError``) with a message fit for
+a 400 response; nothing else escapes, whatever the bytes.
+
+Example::
+
+    records = decode_traces(body, "application/x-protobuf")
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from spanjudge.exporters.records import SpanEvent, SpanRecord
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+_KINDS = {
+    Span.SPAN_KIND_UNSPECIFIED: "INTERNAL",
+    Span.SPAN_KIND_INTERNAL: "INTERNAL",
+    Span.SPAN_KIND_SERVER: "SERVER",
+    Span.SPAN_KIND_CLIENT: "CLIENT",
+    Span.SPAN_KIND_PRODUCER: "PRODUCER",
+    Span.SPAN_KIND_CONSUMER: "CONSUMER",
+}
+_STATUS = {
+    Status.STATUS_CODE_UNSET: "UNSET",
+    Status.STATUS_CODE_OK: "OK",
+    Status.STATUS_CODE_ERROR: "ERROR",
+}
+# OTLP/JSON carries ids as hex where protobuf-JSON expects base64: these keys are rewritten.
+_ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"})
+_MAX_DEPTH = 64  # nesting we accept in AnyValue (arrays / kvlists inside each other)
+
+
+class OtlpDecodeError(ValueError):
+    """The body is not a valid OTLP trace export request; the message says why."""
+
+
+def _any_value(value: AnyValue, depth: int = 0) -> Any:
+    if depth > _MAX_DEPTH:
+        raise OtlpDecodeError("attribute value nested too deeply")
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_any_value(v, depth + 1) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _any_value(kv.value, depth + 1) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        raw = value.bytes_value
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
+    return getattr(value, which)
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        assert isinstance(kv, KeyValue)
+        value = _any_value(kv.value)
+        if value is not None:  # the SDK drops None-valued attributes too
+            out[kv.key] = value
+    return out
+
+
+def _hex_id(raw: bytes, size: int, what: str, *, optional: bool = False) -> str | None:
+    if not raw and optional:
+        return None
+    if len(raw) != size or not any(raw):
+        raise OtlpDecodeError(f"invalid {what}: expected {size} non-zero bytes, got {raw.hex()!r}")
+    return raw.hex()
+
+
+def records_from_request(request: ExportTraceServiceRequest) -> list[SpanRecord]:
+    """Flatten a decoded request into :class:`SpanRecord` objects (validating ids)."""
+    records: list[SpanRecord] = []
+    for rs in request.resource_spans:
+        resource = _attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            scope_name = ss.scope.name if ss.HasField("scope") else None
+            for span in ss.spans:
+                trace_id = _hex_id(span.trace_id, 16, "trace id")
+                span_id = _hex_id(span.span_id, 8, "span id")
+                assert trace_id is not None and span_id is not None
+                start = span.start_time_unix_nano
+                records.append(
+                    SpanRecord(
+                        trace_id=trace_id,
+                        span_id=span_id,
+                        name=span.name,
+                        start_time_unix_nano=start,
+                        end_time_unix_nano=span.end_time_unix_nano or start,
+                        parent_span_id=_hex_id(
+                            span.parent_span_id, 8, "parent span id", optional=True
+                        ),
+                        kind=_KINDS.get(span.kind, "INTERNAL"),
+                        status_code=_STATUS.get(span.status.code, "UNSET"),
+                        status_message=span.status.message or None,
+                        attributes=_attributes(span.attributes),
+                        resource=dict(resource),
+                        events=[
+                            SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes))
+                            for e in span.events
+                        ],
+                        scope_name=scope_name,
+                    )
+                )
+    return records
+
+
+def decode_protobuf(body: bytes) -> list[SpanRecord]:
+    """Decode a binary ``ExportTraceServiceRequest``."""
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
+    except Exception as exc:  # the C decoder may raise other types on hostile bytes
+        raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
+    return _records_or_error(request)
+
+
+def _records_or_error(request: ExportTraceServiceRequest) -> list[SpanRecord]:
+    try:
+        return records_from_request(request)
+    except OtlpDecodeError:
+        raise
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise OtlpDecodeError(f"invalid span data: {exc}") from None
+
+
+def _hex_to_b64(value: Any, key: str) -> Any:
+    if not isinstance(value, str):
+        raise OtlpDecodeError(f"{key} must be a hex string")
+    try:
+        raw = binascii.unhexlify(value)
+    except (binascii.Error, ValueError):
+        raise OtlpDecodeError(f"{key} is not valid hex: {value[:64]!r}") from None
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _rewrite_ids(node: Any, depth: int = 0) -> None:
+    # Ids sit in spans and links only, at fixed depths; walking every dict is simpler and the
+    # key names cannot appear inside attribute values (those are {"key":..,"value":..} pairs).
+    if depth > 200:
+        raise OtlpDecodeError("JSON nested too deeply")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_KEYS:
+                node[key] = _hex_to_b64(value, key)
+            else:
+                _rewrite_ids(value, depth + 1)
+    elif isinstance(node, list):
+        for item in node:
+            _rewrite_ids(item, depth + 1)
+
+
+def decode_json(body: bytes) -> list[SpanRecord]:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
+    names, int64 as strings or numbers, enums as ints or names)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise OtlpDecodeError(f"malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise OtlpDecodeError("OTLP/JSON body must be an object")
+    _rewrite_ids(data)
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
+        raise OtlpDecodeError(f"invalid OTLP/JSON: {exc}") from None
+    return _records_or_error(request)
+
+
+def decode_traces(body: bytes, content_type: str) -> list[SpanRecord]:
+    """Decode by media type (``application/x-protobuf`` or ``application/json``)."""
+    if content_type == PROTOBUF:
+        return decode_protobuf(body)
+    if content_type == JSON:
+        return decode_json(body)
+    raise OtlpDecodeError(f"unsupported content type {content_type!r}")

@@ -1,0 +1,300 @@
+"""An OTLP/HTTP trace receiver (``POST /v1/traces``) that hands decoded spans to a sink.
+
+It speaks what an OpenTelemetry SDK or a Collector's ``otlphttp`` exporter expects, so they
+retry exactly when they should: 200 with an ``ExportTraceServiceResponse`` in the request's
+encoding; 400 for a malformed body (a ``google.rpc.Status`` message says why); 401 without the
+right bearer token (compared in constant time); 413 over the body or decompressed-size limit
+(checked on ``Content-Length`` first, then while streaming, so a gzip bomb never inflates past
+the limit); 415 for other media types or content encodings; 503 with ``Retry-After`` when the
+store is not keeping up (``backpressure()`` returns seconds, or the sink raises
+:class:`Backpressure` or fails). ``GET /healthz`` (live), ``GET /readyz`` (``ready()``) and an
+optional ``/metrics`` mount complete it.
+
+Example::
+
+    app = create_receiver_app(sink=store.write_spans, bearer_token="s3cret")
+    serve_receiver(app, host="127.0.0.1", port=4318)
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+import threading
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from spanjudge.exporters.otlp_decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
+from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.telemetry import Telemetry
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+logger = logging.getLogger("spanjudge.receiver")
+
+Sink = Callable[[list[SpanRecord]], None]
+
+# google.rpc.Code values for the Status body
+_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14, 500: 13}
+_READ_CHUNK = 64 * 1024
+DEFAULT_RETRY_AFTER = 1.0
+
+
+class Backpressure(Exception):
+    """Raise from the sink when the store cannot take more now: the client gets 503 with
+    ``Retry-After: retry_after`` and sends the batch again later."""
+
+    def __init__(self, retry_after: float = DEFAULT_RETRY_AFTER, message: str = "") -> None:
+        super().__init__(message or "store is not keeping up")
+        self.retry_after = retry_after
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def _retry_after(seconds: float) -> str:
+    return str(max(1, math.ceil(seconds)))
+
+
+def _status_body(status: int, message: str, media_type: str) -> Response:
+    code = _GRPC_CODE.get(status, 2)
+    if media_type == PROTOBUF:
+        body = status_pb2.Status(code=code, message=message).SerializeToString()
+        return Response(body, status_code=status, media_type=PROTOBUF)
+    return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    """The raw body, refusing (413) as soon as more than ``limit`` bytes arrived."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise _Reject(400, "invalid Content-Length") from None
+        if size > limit:
+            raise _Reject(413, f"body of {size} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    total = 0
+    stream: AsyncIterator[bytes] = request.stream()
+    async for chunk in stream:
+        total += len(chunk)
+        if total > limit:
+            raise _Reject(413, f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def gunzip_limited(data: bytes, limit: int) -> bytes:
+    """Decompress gzip (one or more members) without ever holding more than ``limit`` output
+    bytes: a bomb fails with 413 after ``limit`` bytes, not after inflating it all."""
+    out: list[bytes] = []
+    total = 0
+    pending = data
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            piece = inflater.decompress(pending, limit - total + 1)
+            while True:
+                total += len(piece)
+                if total > limit:
+                    raise _Reject(413, f"decompressed body exceeds the limit of {limit} bytes")
+                out.append(piece)
+                if not inflater.unconsumed_tail:
+                    break
+                piece = inflater.decompress(inflater.unconsumed_tail, limit - total + 1)
+        except zlib.error as exc:
+            raise _Reject(400, f"malformed gzip body: {exc}") from None
+        if not inflater.eof:
+            raise _Reject(400, "malformed gzip body: truncated stream")
+        pending = inflater.unused_data
+        if not pending.strip(b"\x00"):  # trailing zero padding is tolerated, like gzip(1)
+            return b"".join(out)
+
+
+def create_receiver_app(
+    *,
+    sink: Sink,
+    bearer_token: str | None = None,
+    max_body_bytes: int = 8 * 2**20,
+    max_decompressed_bytes: int = 64 * 2**20,
+    ready: Callable[[], bool] | None = None,
+    backpressure: Callable[[], float | None] | None = None,
+    telemetry: Telemetry | None = None,
+    metrics_app: Any = None,
+) -> Starlette:
+    """Build the receiver's ASGI app; ``sink(records)`` runs in a worker thread per request.
+
+    Example::
+
+        received: list[SpanRecord] = []
+        app = create_receiver_app(sink=received.extend)
+    """
+    expected = bearer_token.encode() if bearer_token else None
+
+    def check_auth(request: Request) -> None:
+        if expected is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        # Compare even on a wrong scheme so timing does not tell which part was wrong.
+        ok = hmac.compare_digest(token.strip().encode(), expected)
+        if not (ok and scheme.lower() == "bearer"):
+            raise _Reject(
+                401,
+                "missing or invalid bearer token",
+                {"WWW-Authenticate": 'Bearer realm="spanjudge"'},
+            )
+
+    def answer(status: int, media: str, encoding: str, spans: int = 0) -> None:
+        if telemetry is not None:
+            telemetry.record_receiver_request(status, encoding, spans)
+
+    async def traces(request: Request) -> Response:
+        media = _media_type(request.headers.get("content-type"))
+        encoding = {PROTOBUF: "protobuf", JSON: "json"}.get(media, "other")
+        reply_media = media if media in (PROTOBUF, JSON) else JSON
+        try:
+            check_auth(request)
+            if encoding == "other":
+                raise _Reject(415, f"unsupported Content-Type {media!r}; use {PROTOBUF} or {JSON}")
+            content_encoding = request.headers.get("content-encoding", "identity").strip().lower()
+            if content_encoding not in ("identity", "gzip", ""):
+                raise _Reject(415, f"unsupported Content-Encoding {content_encoding!r}")
+            if backpressure is not None:
+                wait = backpressure()
+                if wait is not None:
+                    raise _Reject(
+                        503, "store is not keeping up", {"Retry-After": _retry_after(wait)}
+                    )
+            body = await _read_limited(request, max_body_bytes)
+            if content_encoding == "gzip":
+                body = gunzip_limited(body, max_decompressed_bytes)
+            elif len(body) > max_decompressed_bytes:
+                raise _Reject(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
+            try:
+                records = decode_traces(body, media)
+            except OtlpDecodeError as exc:
+                raise _Reject(400, str(exc)) from None
+            if records:
+                try:
+                    await run_in_threadpool(sink, records)
+                except Backpressure as exc:
+                    raise _Reject(
+                        503, str(exc), {"Retry-After": _retry_after(exc.retry_after)}
+                    ) from None
+                except Exception as exc:
+                    # A failing store is transient from the client's view: 503 makes the SDK
+                    # and the Collector retry instead of dropping the batch.
+                    logger.warning("receiver sink failed", exc_info=True)
+                    raise _Reject(
+                        503,
+                        f"could not store spans: {type(exc).__name__}",
+                        {"Retry-After": _retry_after(DEFAULT_RETRY_AFTER)},
+                    ) from None
+        except _Reject as reject:
+            answer(reject.status, media, encoding)
+            response = _status_body(reject.status, reject.message, reply_media)
+            response.headers.update(reject.headers)
+            return response
+        answer(200, media, encoding, len(records))
+        if media == PROTOBUF:
+            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
+        return Response(b"{}", media_type=JSON)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            is_ready = ready() if ready is not None else True
+        except Exception:
+            logger.warning("readiness check failed", exc_info=True)
+            is_ready = False
+        if is_ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready"}, status_code=503)
+
+    routes: list[Route | Mount] = [
+        Route("/v1/traces", traces, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    if metrics_app is not None:
+        routes.append(Mount("/metrics", app=metrics_app))
+    return Starlette(routes=routes)
+
+
+def serve_receiver(
+    app: Starlette, host: str = "127.0.0.1", port: int = 4318, **kwargs: Any
+) -> None:
+    """Run ``app`` with uvicorn in the foreground (blocks until stopped).
+
+    Binds 127.0.0.1 by default: exposing the receiver is an explicit choice.
+    """
+    import uvicorn
+
+    kwargs.setdefault("log_level", "warning")
+    uvicorn.run(app, host=host, port=port, **kwargs)
+
+
+class BackgroundServer:
+    """Runs an ASGI app with uvicorn in a daemon thread (tests, embedding); ``port=0`` picks a
+    free port, read back from ``url``.
+
+    Example::
+
+        with BackgroundServer(app) as server:
+            httpx.post(f"{server.url}/v1/traces", ...)
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("receiver did not start")
+            time.sleep(0.01)
+        sockets = self._server.servers[0].sockets
+        self.port = int(sockets[0].getsockname()[1])
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,217 @@
+"""spanjudge's own OpenTelemetry metrics and a Prometheus ``/metrics`` endpoint for them.
+
+:class:`Telemetry` creates every instrument named in :mod:`spanjudge.exporters.metric_names`
+once, with the documented labels, and offers one method per thing that happened. Every method
+is safe to call from any thread and never raises into the caller.
+
+Example::
+
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    telemetry = Telemetry(prometheus_meter_provider(registry))
+    telemetry.record_evaluation(record)
+    app = metrics_asgi_app(registry)  # mount at /metrics in a starlette app
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from spanjudge.exporters import metric_names as names
+
+if TYPE_CHECKING:
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import CollectorRegistry
+    from spanjudge.exporters.records import EvaluationRecord
+
+logger = logging.getLogger("spanjudge.telemetry")
+
+BacklogState = tuple[Mapping[str, int], float | None]
+
+# Scores live in [0, 1]; a tenth per bucket reads well on a heatmap.
+SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# Lag spans settle time (seconds) to backlog catch-up (tens of minutes).
+LAG_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+def evaluation_label(record: EvaluationRecord) -> str:
+    """The ``label`` of the evaluations counter: pass | fail | error | skipped."""
+    if record.status == "scored":
+        if record.label in ("pass", "fail"):
+            return record.label
+        return "pass" if record.success else "fail"
+    return "skipped" if record.status == "skipped" else "error"
+
+
+class Telemetry:
+    """The instruments of metric_names.py on one meter (``meter_provider`` or the global one).
+
+    Example::
+
+        telemetry = Telemetry()
+        telemetry.record_skip("faithfulness-llm", "not_sampled")
+    """
+
+    def __init__(self, meter_provider: MeterProvider | None = None) -> None:
+        provider = meter_provider or metrics.get_meter_provider()
+        meter = provider.get_meter(names.METER_NAME)
+        self.score = meter.create_histogram(
+            names.EVALUATION_SCORE,
+            description="Evaluation scores (0..1) by metric, label, service and rule",
+            explicit_bucket_boundaries_advisory=list(SCORE_BUCKETS),
+        )
+        self.evaluations = meter.create_counter(
+            names.EVALUATIONS, description="Finished evaluations by metric, label, service, rule"
+        )
+        self.lag = meter.create_histogram(
+            names.EVALUATION_LAG,
+            description="Seconds from the evaluated target's end to its score",
+            explicit_bucket_boundaries_advisory=list(LAG_BUCKETS),
+        )
+        self.tokens = meter.create_counter(names.JUDGE_TOKENS, description="Judge tokens")
+        self.cost = meter.create_counter(names.JUDGE_COST, description="Judge cost in USD")
+        self.calls = meter.create_counter(names.JUDGE_CALLS, description="Judge calls")
+        self.skipped = meter.create_counter(
+            names.SAMPLER_SKIPPED, description="Targets not evaluated, by rule and reason"
+        )
+        self.exporter_dropped = meter.create_counter(
+            names.EXPORTER_DROPPED, description="Spans the store exporter dropped"
+        )
+        self.exporter_written = meter.create_counter(
+            names.EXPORTER_WRITTEN, description="Spans the store exporter wrote"
+        )
+        self.emitter_dropped = meter.create_counter(
+            names.EMITTER_DROPPED, description="Evaluation spans the score emitter dropped"
+        )
+        self.receiver_requests = meter.create_counter(
+            names.RECEIVER_REQUESTS, description="OTLP/HTTP requests by status code and encoding"
+        )
+        self.receiver_spans = meter.create_counter(
+            names.RECEIVER_SPANS, description="Spans accepted by the OTLP/HTTP receiver"
+        )
+        self._backlog_fn: Callable[[], BacklogState] | None = None
+        meter.create_observable_gauge(
+            names.BACKLOG, callbacks=[self._observe_backlog], description="Work waiting"
+        )
+        meter.create_observable_gauge(
+            names.BACKLOG_AGE,
+            callbacks=[self._observe_backlog_age],
+            description="Age in seconds of the oldest settled-but-unevaluated target",
+        )
+
+    # --- evaluations ---------------------------------------------------------------------
+    def record_evaluation(self, record: EvaluationRecord, *, now: float | None = None) -> None:
+        """Count one finished evaluation: score (scored only), counter, spend and lag."""
+        try:
+            self._record_evaluation(record, now)
+        except Exception:  # metrics must never break the evaluation loop
+            logger.debug("record_evaluation failed", exc_info=True)
+
+    def _record_evaluation(self, record: EvaluationRecord, now: float | None) -> None:
+        label = evaluation_label(record)
+        service = record.service_name or ""
+        base = {names.L_METRIC: record.metric, names.L_SERVICE: service, names.L_RULE: record.rule}
+        self.evaluations.add(1, {**base, names.L_LABEL: label})
+        if record.status == "scored" and record.score is not None:
+            self.score.record(float(record.score), {**base, names.L_LABEL: label})
+        model = record.judge_model or ""
+        spend = {names.L_METRIC: record.metric, names.L_MODEL: model}
+        if record.input_tokens:
+            self.tokens.add(record.input_tokens, {**spend, names.L_DIRECTION: "input"})
+        if record.output_tokens:
+            self.tokens.add(record.output_tokens, {**spend, names.L_DIRECTION: "output"})
+        if record.cost:
+            self.cost.add(float(record.cost), spend)
+        if record.judge_calls:
+            self.calls.add(record.judge_calls, spend)
+        if record.target_end_unix_nano:
+            finished = record.finished_at if record.finished_at is not None else now
+            if finished is None:
+                finished = time.time()
+            lag = finished - record.target_end_unix_nano / 1e9
+            self.lag.record(max(lag, 0.0), {names.L_METRIC: record.metric})
+
+    def record_skip(self, rule: str, reason: str, count: int = 1) -> None:
+        """Count targets a rule did not evaluate (reason: not_sampled, rate_budget, ...)."""
+        self._add(self.skipped, count, {names.L_RULE: rule, names.L_REASON: reason})
+
+    # --- backlog -------------------------------------------------------------------------
+    def set_backlog_callback(self, fn: Callable[[], BacklogState] | None) -> None:
+        """``fn()`` returns ``({state: count}, oldest_age_seconds or None)``; read per scrape."""
+        self._backlog_fn = fn
+
+    def _backlog(self) -> BacklogState | None:
+        if self._backlog_fn is None:
+            return None
+        try:
+            return self._backlog_fn()
+        except Exception:
+            logger.debug("backlog callback failed", exc_info=True)
+            return None
+
+    def _observe_backlog(self, options: CallbackOptions) -> Iterable[Observation]:
+        state = self._backlog()
+        if state is None:
+            return []
+        return [Observation(int(n), {names.L_STATE: s}) for s, n in state[0].items()]
+
+    def _observe_backlog_age(self, options: CallbackOptions) -> Iterable[Observation]:
+        state = self._backlog()
+        if state is None or state[1] is None:
+            return []
+        return [Observation(float(state[1]))]
+
+    # --- exporter / emitter / receiver ---------------------------------------------------
+    def record_exporter_written(self, count: int) -> None:
+        self._add(self.exporter_written, count, {})
+
+    def record_exporter_dropped(self, reason: str, count: int) -> None:
+        """Hook for ``StoreSpanExporter(on_dropped=telemetry.record_exporter_dropped)``."""
+        self._add(self.exporter_dropped, count, {names.L_REASON: reason})
+
+    def record_emitter_dropped(self, reason: str, count: int = 1) -> None:
+        self._add(self.emitter_dropped, count, {names.L_REASON: reason})
+
+    def record_receiver_request(self, code: int, encoding: str, spans: int = 0) -> None:
+        """One OTLP/HTTP request answered with ``code``; ``spans`` accepted from it."""
+        self._add(self.receiver_requests, 1, {names.L_CODE: str(code), names.L_ENCODING: encoding})
+        if spans:
+            self._add(self.receiver_spans, spans, {names.L_ENCODING: encoding})
+
+    @staticmethod
+    def _add(counter: Any, value: float, labels: dict[str, str]) -> None:
+        try:
+            if value:
+                counter.add(value, labels)
+        except Exception:
+            logger.debug("counter add failed", exc_info=True)
+
+
+# --- Prometheus ----------------------------------------------------------------------------
+def prometheus_reader(registry: CollectorRegistry | None = None) -> PrometheusMetricReader:
+    """A ``PrometheusMetricReader`` registered on ``registry`` (default: prometheus_client's
+    global one). Create it once per registry: each reader adds a collector."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import REGISTRY
+
+    return PrometheusMetricReader(registry=registry if registry is not None else REGISTRY)
+
+
+def prometheus_meter_provider(registry: CollectorRegistry | None = None) -> MeterProvider:
+    """An SDK ``MeterProvider`` whose metrics are served by Prometheus on ``registry``."""
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+
+    return SdkMeterProvider(metric_readers=[prometheus_reader(registry)])
+
+
+def metrics_asgi_app(registry: CollectorRegistry | None = None) -> Any:
+    """An ASGI app serving the Prometheus text format (mount it at ``/metrics``)."""
+    from prometheus_client import REGISTRY, make_asgi_app
+
+    return make_asgi_app(registry=registry if registry is not None else REGISTRY)
