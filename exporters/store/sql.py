@@ -129,6 +129,7 @@ _SPAN_COLUMNS = (
     "trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code,"
     " status_message, attributes, resource, events, scope_name"
 )
+_SPAN_TYPES = ("text",) * 5 + ("bigint",) * 2 + ("text",) * 8 + ("real",)
 _JOB_COLUMNS = (
     "job_id, rule, target_type, target_id, trace_id, span_id, conversation_id, sample_rate,"
     " state, attempts, lease_owner, lease_expires_at"
@@ -251,6 +252,19 @@ class SqlStore(SpanStore):
             self._sql_cache[sql] = out
         return out
 
+    def insert_rows(
+        self,
+        cur: Cursor,
+        head: str,
+        types: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        tail: str,
+    ) -> None:
+        """``head`` + values + ``tail`` for many rows (``types``: text|int|bigint|real per
+        column). Default: ``executemany``; a dialect may send one set-based statement."""
+        values = ", ".join("?" * len(types))
+        cur.executemany(self.q(f"{head} VALUES ({values}){tail}"), rows)
+
     def migrate(self) -> None:
         """Create or upgrade the schema to :data:`SCHEMA_VERSION`."""
         with self.transaction() as cur:
@@ -293,32 +307,30 @@ class SqlStore(SpanStore):
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
         with self.transaction() as cur:
-            cur.executemany(
-                self.q(
-                    f"INSERT INTO spans ({_SPAN_COLUMNS}, service_name, conversation_id,"
-                    " arrived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (trace_id, span_id) DO NOTHING"
-                ),
+            self.insert_rows(
+                cur,
+                f"INSERT INTO spans ({_SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
+                _SPAN_TYPES,
                 rows,
+                " ON CONFLICT (trace_id, span_id) DO NOTHING",
             )
-            cur.executemany(
-                self.q(
-                    "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
-                    f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
-                    f" root_ended = {g}(traces.root_ended, excluded.root_ended)"
-                ),
+            self.insert_rows(
+                cur,
+                "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
+                ("text", "real", "real", "int"),
                 trace_rows,
+                " ON CONFLICT (trace_id) DO UPDATE SET"
+                f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
+                f" root_ended = {g}(traces.root_ended, excluded.root_ended)",
             )
             if conversation_rows:
-                cur.executemany(
-                    self.q(
-                        "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)"
-                        " VALUES (?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
-                        f" last_arrival = {g}(conversations.last_arrival,"
-                        " excluded.last_arrival)"
-                    ),
+                self.insert_rows(
+                    cur,
+                    "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)",
+                    ("text", "real", "real"),
                     conversation_rows,
+                    " ON CONFLICT (conversation_id) DO UPDATE SET"
+                    f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
                 )
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:

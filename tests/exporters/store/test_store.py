@@ -136,7 +136,8 @@ def test_span_round_trip_keeps_every_field_and_attribute_type(store: SpanStore) 
 def test_trace_spans_are_ordered_by_start_and_duplicates_are_ignored(store: SpanStore) -> None:
     store.write_spans([span(1, 3, parent=1, start=30), span(1, 1, start=0)], now=T0)
     store.write_spans([span(1, 2, parent=1, start=10), span(1, 3, parent=1, start=30)], now=T0)
-    assert [s.span_id for s in store.trace_spans(tid(1))] == [sid(1), sid(2), sid(3)]
+    store.write_spans([span(1, 4, parent=1, start=40), span(1, 4, parent=1, start=40)], now=T0)
+    assert [s.span_id for s in store.trace_spans(tid(1))] == [sid(1), sid(2), sid(3), sid(4)]
     assert store.trace_spans(tid(99)) == []
 
 
