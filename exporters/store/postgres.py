@@ -13,7 +13,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -22,6 +22,9 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 from spanjudge.exporters.store.base import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
+
+# Below this many rows a batch is inserted row by row (COPY has a fixed cost).
+_COPY_MIN_ROWS = 32
 
 # Any constant shared by every spanjudge process: migrations take this advisory lock.
 _MIGRATION_LOCK_KEY = 0x5A4A_0001
@@ -80,6 +83,34 @@ class PostgresStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({_redact(self.url)!r}, schema={self.schema!r})"
+
+    def insert_rows(
+        self,
+        cur: Cursor,
+        head: str,
+        types: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        tail: str,
+    ) -> None:
+        if len(rows) < _COPY_MIN_ROWS or not head.startswith("INSERT INTO spans "):
+            super().insert_rows(cur, head, types, rows, tail)
+            return
+        # Spans are the bulk of every write: COPY them into a per-connection staging table,
+        # then one INSERT ... SELECT applies the conflict rule. Several times faster than
+        # a statement per row.
+        columns = head[len("INSERT INTO spans ") :]
+        cur.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS spans_staging"
+            " (LIKE spans INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+        )
+        copy_sql = f"COPY spans_staging {columns} FROM STDIN"
+        with cur.copy(copy_sql) as copy:  # type: ignore[attr-defined]
+            for row in rows:
+                copy.write_row(row)
+        cur.execute(
+            f"INSERT INTO spans {columns} SELECT {columns[1:-1]} FROM spans_staging"
+            f" ORDER BY trace_id, span_id{tail}"
+        )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         if self.schema is not None:

@@ -133,6 +133,17 @@ def test_span_round_trip_keeps_every_field_and_attribute_type(store: SpanStore) 
     assert back.service_name == "shop" and back.conversation_id == "conv-1"
 
 
+def test_large_batches_with_repeats_store_each_span_once(store: SpanStore) -> None:
+    batch = [span(n % 3, n, start=n) for n in range(1, 301)]
+    store.write_spans(batch + batch[:50], now=T0)  # a retried chunk inside the same batch
+    store.write_spans(batch[100:200], now=T0 + 1)  # and a retried batch
+    for trace in range(3):
+        got = store.trace_spans(tid(trace))
+        assert [s.span_id for s in got] == [sid(n) for n in range(1, 301) if n % 3 == trace]
+    assert store.settled_traces(settle_seconds=SETTLE, now=T0 + 1 + SETTLE) == [
+        tid(0), tid(1), tid(2)]
+
+
 def test_trace_spans_are_ordered_by_start_and_duplicates_are_ignored(store: SpanStore) -> None:
     store.write_spans([span(1, 3, parent=1, start=30), span(1, 1, start=0)], now=T0)
     store.write_spans([span(1, 2, parent=1, start=10), span(1, 3, parent=1, start=30)], now=T0)
