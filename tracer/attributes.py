@@ -52,6 +52,20 @@ GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
 
+# Shapes other instrumentations write, read on case rebuild only: older semconv / OpenLLMetry
+# prompt and completion attributes (plain, or indexed as ``gen_ai.prompt.0.content``) and the
+# per-message span events of the older GenAI semconv.
+GEN_AI_PROMPT: Final = "gen_ai.prompt"
+GEN_AI_COMPLETION: Final = "gen_ai.completion"
+GEN_AI_USER_MESSAGE_EVENT: Final = "gen_ai.user.message"
+GEN_AI_SYSTEM_MESSAGE_EVENT: Final = "gen_ai.system.message"
+GEN_AI_ASSISTANT_MESSAGE_EVENT: Final = "gen_ai.assistant.message"
+GEN_AI_TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"
+GEN_AI_CHOICE_EVENT: Final = "gen_ai.choice"
+GEN_AI_CONTENT_PROMPT_EVENT: Final = "gen_ai.content.prompt"
+GEN_AI_CONTENT_COMPLETION_EVENT: Final = "gen_ai.content.completion"
+LLM_REQUEST_TYPE: Final = "llm.request.type"  # OpenLLMetry: "chat" | "completion" | ...
+
 # Evaluation results (semconv gen_ai.evaluation.*)
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
