@@ -1,9 +1,27 @@
 """OpenTelemetry metric instrument names and their label keys.
 
-The Prometheus exporter turns dots into underscores and adds ``_total`` to counters, so
-``spanjudge.evaluations`` is scraped as ``spanjudge_evaluations_total``. Dashboards and alert
-rules under ``deploy/`` use the scraped names; a test checks them against a real scrape.
-Instruments carry no unit suffix on purpose: it keeps the scraped names predictable.
+The Prometheus exporter (``opentelemetry-exporter-prometheus``) turns dots into underscores and
+adds ``_total`` to counters. Instruments carry no unit on purpose, so no unit suffix is added and
+the scraped names stay predictable. Observed in a real scrape
+(tests/exporters/emit/test_telemetry.py checks every one of them)::
+
+    spanjudge_evaluation_score_bucket / _sum / _count   histogram  metric, label, service, rule
+    spanjudge_evaluations_total                         counter    metric, label, service, rule
+    spanjudge_evaluation_lag_seconds_bucket / _sum / _count  histogram  metric
+    spanjudge_judge_tokens_total                        counter    metric, model, direction
+    spanjudge_judge_cost_usd_total                      counter    metric, model
+    spanjudge_judge_calls_total                         counter    metric, model
+    spanjudge_backlog                                   gauge      state
+    spanjudge_backlog_oldest_age_seconds                gauge      (none)
+    spanjudge_sampler_skipped_total                     counter    rule, reason
+    spanjudge_exporter_dropped_spans_total              counter    reason
+    spanjudge_exporter_written_spans_total              counter    (none)
+    spanjudge_emitter_dropped_spans_total               counter    reason
+    spanjudge_receiver_requests_total                   counter    code, encoding
+    spanjudge_receiver_spans_total                      counter    encoding
+
+Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
+``deploy/`` use these scraped names.
 """
 
 from __future__ import annotations

@@ -238,8 +238,19 @@ def create_receiver_app(
         Route("/readyz", readyz, methods=["GET"]),
     ]
     if metrics_app is not None:
+        # Served at exactly /metrics (no redirect to /metrics/), where Prometheus scrapes.
+        routes.append(Route("/metrics", _AsgiEndpoint(metrics_app), methods=["GET"]))
         routes.append(Mount("/metrics", app=metrics_app))
     return Starlette(routes=routes)
+
+
+class _AsgiEndpoint:
+    # Starlette treats plain functions as request handlers; an instance is mounted as ASGI.
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 def serve_receiver(
