@@ -23,6 +23,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
 from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.store_exporter import StoreSpanExporter, span_to_record
 from spanjudge.tracer import attributes as attrs

@@ -28,6 +28,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.exporters.store.base import SpanStore
 

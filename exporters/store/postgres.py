@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
+
 from spanjudge.exporters.store.base import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 
@@ -35,7 +36,8 @@ class PostgresStore(SqlStore):
 
     ``schema`` puts the tables in that schema (created if missing) instead of the default
     search path; ``timeout`` bounds how long a call waits for a connection when the server is
-    down or the pool is exhausted.
+    down or the pool is exhausted; ``application_name`` labels the connections in
+    ``pg_stat_activity``.
     """
 
     greatest = "GREATEST"
@@ -55,6 +57,7 @@ class PostgresStore(SqlStore):
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = 5.0,
+        application_name: str = "spanjudge",
     ) -> None:
         super().__init__()
         self.url = url
@@ -65,6 +68,7 @@ class PostgresStore(SqlStore):
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
+            kwargs={"application_name": application_name},
             open=False,
             configure=self._configure,
             check=ConnectionPool.check_connection,

@@ -12,6 +12,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 from spanjudge.exporters.store_exporter import (

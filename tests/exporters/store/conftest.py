@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 
 POSTGRES_URL = os.environ.get(

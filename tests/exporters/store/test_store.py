@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+
 from spanjudge.exporters.records import EvaluationRecord, SpanEvent, SpanRecord
 from spanjudge.exporters.store import (
     ORPHAN_SETTLE_FACTOR,
