@@ -142,6 +142,20 @@ _dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 _loads = json.loads
 
 
+def _clean(text: str | None) -> str | None:
+    """Text a database column accepts: PostgreSQL refuses NUL, both refuse lone surrogates
+    (UTF-8 cannot encode them). Foreign spans carry anything; one bad name must not sink the
+    whole batch."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def span_row(span: SpanRecord, arrived_at: float) -> tuple[Any, ...]:
     """A span as a ``spans`` row (JSON text for the open-ended parts)."""
     events = (
@@ -150,21 +164,21 @@ def span_row(span: SpanRecord, arrived_at: float) -> tuple[Any, ...]:
         else "[]"
     )
     return (
-        span.trace_id,
-        span.span_id,
-        span.parent_span_id or None,
-        span.name,
-        span.kind,
+        _clean(span.trace_id),
+        _clean(span.span_id),
+        _clean(span.parent_span_id or None),
+        _clean(span.name),
+        _clean(span.kind),
         span.start_time_unix_nano,
         span.end_time_unix_nano,
-        span.status_code,
-        span.status_message,
+        _clean(span.status_code),
+        _clean(span.status_message),
         _dumps(span.attributes) if span.attributes else "{}",
         _dumps(span.resource) if span.resource else "{}",
         events,
-        span.scope_name,
-        span.service_name,
-        span.conversation_id,
+        _clean(span.scope_name),
+        _clean(span.service_name),
+        _clean(span.conversation_id),
         arrived_at,
     )
 
@@ -466,6 +480,7 @@ class SqlStore(SpanStore):
         self, job_id: int, *, owner: str, record: EvaluationRecord, now: float
     ) -> bool:
         state = FAILED if record.status == "error" else DONE
+        now = _wall() if now is None else now  # tolerate a record without finished_at
         with self.transaction() as cur:
             cur.execute(
                 self.q(

@@ -145,6 +145,20 @@ def test_large_batches_with_repeats_store_each_span_once(store: SpanStore) -> No
         tid(0), tid(1), tid(2)]
 
 
+def test_hostile_text_is_stored_cleaned_instead_of_failing_the_batch(store: SpanStore) -> None:
+    bad = span(3, 1, name="chat\x00evil\ud800", conversation="c\x00", attributes={
+        "k\x00": "v\x00\udfff", "bytes": b"\xff"})  # type: ignore[dict-item]
+    bad.status_message = "oops\x00"
+    store.write_spans([bad, span(3, 2, parent=1)], now=T0)
+    got = {s.span_id: s for s in store.trace_spans(tid(3))}
+    assert set(got) == {sid(1), sid(2)}
+    assert got[sid(1)].name == "chat\ufffdevil?"
+    assert got[sid(1)].status_message == "oops\ufffd"
+    assert got[sid(1)].attributes["k\x00"] == "v\x00\udfff"  # JSON escapes keep it exact
+    assert got[sid(1)].attributes["bytes"] == "b'\\xff'"
+    assert store.idle_conversations(idle_seconds=1, now=T0 + 5) == ["c\ufffd"]
+
+
 def test_trace_spans_are_ordered_by_start_and_duplicates_are_ignored(store: SpanStore) -> None:
     store.write_spans([span(1, 3, parent=1, start=30), span(1, 1, start=0)], now=T0)
     store.write_spans([span(1, 2, parent=1, start=10), span(1, 3, parent=1, start=30)], now=T0)
