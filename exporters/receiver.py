@@ -29,14 +29,15 @@ from typing import Any
 
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from spanjudge.exporters.otlp_decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.telemetry import Telemetry
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
+
+from spanjudge.exporters.otlp_decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
+from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.receiver")
 
@@ -57,7 +58,9 @@ class Backpressure(Exception):
         self.retry_after = retry_after
 
 
-class _Reject(Exception):
+class Rejected(Exception):
+    """A request refused with an HTTP status and a message (raised by :func:`gunzip_limited`)."""
+
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
@@ -88,16 +91,16 @@ async def _read_limited(request: Request, limit: int) -> bytes:
         try:
             size = int(declared)
         except ValueError:
-            raise _Reject(400, "invalid Content-Length") from None
+            raise Rejected(400, "invalid Content-Length") from None
         if size > limit:
-            raise _Reject(413, f"body of {size} bytes exceeds the limit of {limit} bytes")
+            raise Rejected(413, f"body of {size} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     total = 0
     stream: AsyncIterator[bytes] = request.stream()
     async for chunk in stream:
         total += len(chunk)
         if total > limit:
-            raise _Reject(413, f"body exceeds the limit of {limit} bytes")
+            raise Rejected(413, f"body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -115,15 +118,15 @@ def gunzip_limited(data: bytes, limit: int) -> bytes:
             while True:
                 total += len(piece)
                 if total > limit:
-                    raise _Reject(413, f"decompressed body exceeds the limit of {limit} bytes")
+                    raise Rejected(413, f"decompressed body exceeds the limit of {limit} bytes")
                 out.append(piece)
                 if not inflater.unconsumed_tail:
                     break
                 piece = inflater.decompress(inflater.unconsumed_tail, limit - total + 1)
         except zlib.error as exc:
-            raise _Reject(400, f"malformed gzip body: {exc}") from None
+            raise Rejected(400, f"malformed gzip body: {exc}") from None
         if not inflater.eof:
-            raise _Reject(400, "malformed gzip body: truncated stream")
+            raise Rejected(400, "malformed gzip body: truncated stream")
         pending = inflater.unused_data
         if not pending.strip(b"\x00"):  # trailing zero padding is tolerated, like gzip(1)
             return b"".join(out)
@@ -157,7 +160,7 @@ def create_receiver_app(
         # Compare even on a wrong scheme so timing does not tell which part was wrong.
         ok = hmac.compare_digest(token.strip().encode(), expected)
         if not (ok and scheme.lower() == "bearer"):
-            raise _Reject(
+            raise Rejected(
                 401,
                 "missing or invalid bearer token",
                 {"WWW-Authenticate": 'Bearer realm="spanjudge"'},
@@ -174,42 +177,42 @@ def create_receiver_app(
         try:
             check_auth(request)
             if encoding == "other":
-                raise _Reject(415, f"unsupported Content-Type {media!r}; use {PROTOBUF} or {JSON}")
+                raise Rejected(415, f"unsupported Content-Type {media!r}; use {PROTOBUF} or {JSON}")
             content_encoding = request.headers.get("content-encoding", "identity").strip().lower()
             if content_encoding not in ("identity", "gzip", ""):
-                raise _Reject(415, f"unsupported Content-Encoding {content_encoding!r}")
+                raise Rejected(415, f"unsupported Content-Encoding {content_encoding!r}")
             if backpressure is not None:
                 wait = backpressure()
                 if wait is not None:
-                    raise _Reject(
+                    raise Rejected(
                         503, "store is not keeping up", {"Retry-After": _retry_after(wait)}
                     )
             body = await _read_limited(request, max_body_bytes)
             if content_encoding == "gzip":
                 body = gunzip_limited(body, max_decompressed_bytes)
             elif len(body) > max_decompressed_bytes:
-                raise _Reject(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
+                raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
             try:
                 records = decode_traces(body, media)
             except OtlpDecodeError as exc:
-                raise _Reject(400, str(exc)) from None
+                raise Rejected(400, str(exc)) from None
             if records:
                 try:
                     await run_in_threadpool(sink, records)
                 except Backpressure as exc:
-                    raise _Reject(
+                    raise Rejected(
                         503, str(exc), {"Retry-After": _retry_after(exc.retry_after)}
                     ) from None
                 except Exception as exc:
                     # A failing store is transient from the client's view: 503 makes the SDK
                     # and the Collector retry instead of dropping the batch.
                     logger.warning("receiver sink failed", exc_info=True)
-                    raise _Reject(
+                    raise Rejected(
                         503,
                         f"could not store spans: {type(exc).__name__}",
                         {"Retry-After": _retry_after(DEFAULT_RETRY_AFTER)},
                     ) from None
-        except _Reject as reject:
+        except Rejected as reject:
             answer(reject.status, media, encoding)
             response = _status_body(reject.status, reject.message, reply_media)
             response.headers.update(reject.headers)

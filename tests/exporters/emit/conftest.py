@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from spanjudge.exporters.records import EvaluationRecord
 
+from spanjudge.exporters.records import EvaluationRecord
 from tests.support.otlp_sink import OtlpSink
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

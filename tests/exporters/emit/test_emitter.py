@@ -11,6 +11,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.status import StatusCode
+
 from spanjudge.exporters.emitter import (
     DROP_INVALID,
     DROP_QUEUE_FULL,
@@ -20,7 +21,6 @@ from spanjudge.exporters.emitter import (
 )
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.tracer import attributes as attrs
-
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink
 

@@ -8,10 +8,10 @@ import httpx
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
+
 from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.receiver import BackgroundServer, create_receiver_app
 from spanjudge.exporters.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
-
 from tests.exporters.emit.conftest import make_record
 
 

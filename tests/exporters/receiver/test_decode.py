@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from spanjudge.exporters.receiver import _Reject, gunzip_limited
+from spanjudge.exporters.receiver import Rejected, gunzip_limited
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store_exporter import span_to_record
 from tests.exporters.receiver.conftest import json_body, make_sdk_spans, protobuf_body
@@ -181,7 +181,7 @@ def test_gzip_bomb_stops_at_the_limit_without_inflating() -> None:
     bomb = gzip.compress(b"\0" * (64 * 2**20), compresslevel=9)  # 64 MiB in ~64 KiB
     tracemalloc.start()
     try:
-        with pytest.raises(_Reject) as info:
+        with pytest.raises(Rejected) as info:
             gunzip_limited(bomb, 2**20)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -194,7 +194,7 @@ def test_gzip_multi_member_and_truncated() -> None:
     import gzip
 
     assert gunzip_limited(gzip.compress(b"ab") + gzip.compress(b"cd"), 10) == b"abcd"
-    with pytest.raises(_Reject) as info:
+    with pytest.raises(Rejected) as info:
         gunzip_limited(gzip.compress(b"abcdef" * 100)[:-12], 10_000)
     assert info.value.status == 400
 
