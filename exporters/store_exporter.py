@@ -253,7 +253,7 @@ class StoreSpanExporter(SpanExporter):
                 self._cond.wait(min(remaining, 0.05))
             return True
 
-    def shutdown(self, timeout_millis: int = 30_000) -> None:  # type: ignore[override]
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
         """Stop accepting spans, drain the queue (bounded by ``timeout_millis``), stop the
         writer. The store is the caller's to close."""
         start = time.monotonic()

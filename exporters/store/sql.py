@@ -32,7 +32,8 @@ from spanjudge.exporters.store.base import (
 class Cursor(Protocol):
     """The DB-API subset both sqlite3 and psycopg cursors provide."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
     def executemany(self, sql: Any, params: Any, /) -> Any: ...
@@ -236,6 +237,9 @@ class SqlStore(SpanStore):
     greatest = "MAX"
     #: appended to the claim sub-select (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)
     claim_lock = ""
+    #: index hint for the claim scan: walk open jobs in id order and stop at LIMIT, rather
+    #: than sort every open job (SQLite's planner guesses otherwise without statistics)
+    claim_index = " INDEXED BY jobs_open"
     #: placeholder style of the driver
     placeholder = "?"
     #: schema tokens
@@ -353,7 +357,8 @@ class SqlStore(SpanStore):
                 self.q(
                     "SELECT trace_id FROM traces WHERE planned_at IS NULL AND last_arrival <= ?"
                     " AND (root_ended = 1 OR last_arrival <= ?)"
-                    " ORDER BY last_arrival, trace_id LIMIT ?"
+                    # Index order only: a tie-breaker column would sort the whole backlog.
+                    " ORDER BY last_arrival LIMIT ?"
                 ),
                 (now - settle_seconds, now - ORPHAN_SETTLE_FACTOR * settle_seconds, limit),
             )
@@ -364,7 +369,7 @@ class SqlStore(SpanStore):
             cur.execute(
                 self.q(
                     "SELECT conversation_id FROM conversations WHERE planned_at IS NULL"
-                    " AND last_arrival <= ? ORDER BY last_arrival, conversation_id LIMIT ?"
+                    " AND last_arrival <= ? ORDER BY last_arrival LIMIT ?"
                 ),
                 (now - idle_seconds, limit),
             )
@@ -461,17 +466,20 @@ class SqlStore(SpanStore):
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
         if limit <= 0:
             return []
-        # One statement: the sub-select picks due jobs (PostgreSQL skips rows another worker
-        # has locked), the UPDATE leases them; SQLite holds the write lock for all of it.
+        # One statement: the CTE picks due jobs (PostgreSQL skips rows another worker has
+        # locked, and materializes a locking CTE exactly once, so LIMIT holds), the UPDATE
+        # leases them; SQLite holds its write lock for all of it.
         sql = (
-            f"UPDATE jobs SET state = '{LEASED}', lease_owner = ?, lease_expires_at = ?,"
-            " attempts = attempts + 1 WHERE job_id IN (SELECT job_id FROM jobs"
-            f" WHERE {_OPEN} AND ((state = '{PENDING}' AND available_at <= ?)"
+            f"WITH picked AS (SELECT job_id FROM jobs{self.claim_index} WHERE {_OPEN}"
+            f" AND ((state = '{PENDING}' AND available_at <= ?)"
             f" OR (state = '{LEASED}' AND lease_expires_at <= ?))"
-            f" ORDER BY job_id LIMIT ?{self.claim_lock}) RETURNING {_JOB_COLUMNS}"
+            f" ORDER BY job_id LIMIT ?{self.claim_lock})"
+            f" UPDATE jobs SET state = '{LEASED}', lease_owner = ?, lease_expires_at = ?,"
+            " attempts = attempts + 1 WHERE job_id IN (SELECT job_id FROM picked)"
+            f" RETURNING {_JOB_COLUMNS}"
         )
         with self.transaction() as cur:
-            cur.execute(self.q(sql), (owner, now + lease_seconds, now, now, limit))
+            cur.execute(self.q(sql), (now, now, limit, owner, now + lease_seconds))
             jobs = [_job_from_row(row) for row in cur.fetchall()]
         jobs.sort(key=lambda job: job.job_id)
         return jobs
