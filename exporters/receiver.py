@@ -166,6 +166,16 @@ def create_receiver_app(
                 {"WWW-Authenticate": 'Bearer realm="spanjudge"'},
             )
 
+    def decode_body(body: bytes, media: str, content_encoding: str) -> list[SpanRecord]:
+        if content_encoding == "gzip":
+            body = gunzip_limited(body, max_decompressed_bytes)
+        elif len(body) > max_decompressed_bytes:
+            raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
+        try:
+            return decode_traces(body, media)
+        except OtlpDecodeError as exc:
+            raise Rejected(400, str(exc)) from None
+
     def answer(status: int, media: str, encoding: str, spans: int = 0) -> None:
         if telemetry is not None:
             telemetry.record_receiver_request(status, encoding, spans)
@@ -188,14 +198,9 @@ def create_receiver_app(
                         503, "store is not keeping up", {"Retry-After": _retry_after(wait)}
                     )
             body = await _read_limited(request, max_body_bytes)
-            if content_encoding == "gzip":
-                body = gunzip_limited(body, max_decompressed_bytes)
-            elif len(body) > max_decompressed_bytes:
-                raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
-            try:
-                records = decode_traces(body, media)
-            except OtlpDecodeError as exc:
-                raise Rejected(400, str(exc)) from None
+            # Inflating and decoding megabytes is CPU work: off the event loop, so health
+            # probes and other requests are answered meanwhile.
+            records = await run_in_threadpool(decode_body, body, media, content_encoding)
             if records:
                 try:
                     await run_in_threadpool(sink, records)

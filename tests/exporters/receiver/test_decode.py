@@ -220,10 +220,13 @@ def test_fuzz_protobuf_random_bytes(data: bytes) -> None:
     _decodes_or_rejects(decode_protobuf, data)
 
 
+_ONE_SPAN_BODY = protobuf_body(make_sdk_spans()[:1])
+
+
 @FUZZ
 @given(st.binary(max_size=64))
 def test_fuzz_protobuf_mutated_valid_body(noise: bytes) -> None:
-    body = bytearray(protobuf_body(make_sdk_spans()[:1]))
+    body = bytearray(_ONE_SPAN_BODY)
     for i, byte in enumerate(noise):
         body[(i * 7919 + byte) % len(body)] = byte
     _decodes_or_rejects(decode_protobuf, bytes(body))
