@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -29,6 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
+
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -111,6 +113,12 @@ def evaluation_attributes(record: EvaluationRecord) -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _default_resource() -> Resource:
+    # Resource.create runs the resource detectors (milliseconds): do it once per process.
+    return Resource.create({SERVICE_NAME: DEFAULT_SERVICE_NAME})
+
+
 def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) -> ReadableSpan:
     """Build the evaluation span of ``record`` (pure: no I/O, no global state).
 
@@ -144,7 +152,7 @@ def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) 
         name=f"evaluation {record.metric}",
         context=context,
         parent=parent,
-        resource=resource or Resource.create({SERVICE_NAME: DEFAULT_SERVICE_NAME}),
+        resource=resource or _default_resource(),
         attributes=evaluation_attributes(record),
         events=[Event(attrs.GEN_AI_EVALUATION_RESULT_EVENT, fields, timestamp=end)],
         kind=SpanKind.INTERNAL,
@@ -183,7 +191,7 @@ class ScoreEmitter:
 
             span_exporter = OTLPSpanExporter()
         self.span_exporter = span_exporter
-        self.resource = resource or Resource.create({SERVICE_NAME: DEFAULT_SERVICE_NAME})
+        self.resource = resource or _default_resource()
         self.telemetry = telemetry
         self.max_queue = max_queue
         self._queue: deque[ReadableSpan] = deque()

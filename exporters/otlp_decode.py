@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 
 PROTOBUF = "application/x-protobuf"

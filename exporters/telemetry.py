@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
 from spanjudge.exporters import metric_names as names
 
 if TYPE_CHECKING:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from prometheus_client import CollectorRegistry
+
     from spanjudge.exporters.records import EvaluationRecord
 
 logger = logging.getLogger("spanjudge.telemetry")
