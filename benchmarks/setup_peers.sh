@@ -24,11 +24,20 @@ if [ -z "$PY" ]; then
     fi
 fi
 
-# name -> pip requirement spec (pinned to a major so reruns are reproducible)
+# name -> pip requirements (space separated), pinned exactly: reruns compare like with like.
+# traceloop-sdk asks for six OpenTelemetry contrib instrumentations at ">=0.59b0" each; left
+# open, pip backtracks for minutes and then gives up (the registry lacks some releases of some
+# of them), so they are pinned to one contrib release that matches its OpenTelemetry 1.45.
+OTEL_CONTRIB=0.66b1
+TRACELOOP_CONTRIB=""
+for inst in "" -logging -redis -requests -sqlalchemy -threading -urllib3; do
+    TRACELOOP_CONTRIB="$TRACELOOP_CONTRIB opentelemetry-instrumentation$inst==$OTEL_CONTRIB"
+done
 declare -A SPEC=(
-    [langfuse]="langfuse>=3,<6"
-    [traceloop]="traceloop-sdk>=0.40"
-    [deepeval]="deepeval>=3"
+    [langfuse]="langfuse==5.0.4"
+    # traceloop-sdk imports httpx without declaring it.
+    [traceloop]="traceloop-sdk==0.62.4 httpx>=0.27$TRACELOOP_CONTRIB"
+    [deepeval]="deepeval==4.3.1"
 )
 
 if [ "$#" -gt 0 ]; then PEERS=("$@"); else PEERS=(langfuse traceloop deepeval); fi
@@ -47,7 +56,9 @@ for peer in "${PEERS[@]}"; do
     echo "[$peer] creating $venv with $spec"
     rm -rf "$venv"
     if ! "$PY" -m venv "$venv"; then echo "[$peer] venv creation failed" >&2; status=1; continue; fi
-    if "$venv/bin/python" -m pip install -q --disable-pip-version-check "$spec" \
+    # $spec unquoted on purpose: it may hold several requirements.
+    # shellcheck disable=SC2086
+    if "$venv/bin/python" -m pip install -q --disable-pip-version-check $spec \
         >"$ENVS/$peer.install.log" 2>&1; then
         printf '%s' "$spec" >"$marker"
         echo "[$peer] installed: $("$venv/bin/python" -m pip show "${spec%%[<>=]*}" 2>/dev/null | grep '^Version' )"

@@ -22,8 +22,8 @@ os.environ["LANGFUSE_BASE_URL"] = "http://127.0.0.1:9"
 os.environ["LANGFUSE_OBSERVE_DECORATOR_IO_CAPTURE_ENABLED"] = "true"  # content capture on
 os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
 
-import _harness  # noqa: E402
-import _otel  # noqa: E402
+import _harness
+import _otel
 
 
 def build(args: argparse.Namespace) -> _harness.Setup:
