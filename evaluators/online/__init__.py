@@ -1,1 +1,41 @@
-"""online."""
+"""Online evaluation: rules, deterministic sampling, budgets, targets and case rebuild.
+
+Example::
+
+    from spanjudge.evaluators.online import Rule, SpanFilter, find_targets, build_case
+
+    rule = Rule(FaithfulnessMetric(), target="llm", sample_rate=0.2,
+                filter=SpanFilter(service="shop"))
+    for target in find_targets(rule, trace_spans):
+        case = build_case(rule, target, trace_spans)  # a test case, or a Skip with a reason
+"""
+
+from spanjudge.evaluators.online.rebuild import (
+    MAX_FIELD_CHARS,
+    MAX_RAW_CHARS,
+    build_case,
+    conversation_target,
+    default_case,
+    find_targets,
+)
+from spanjudge.evaluators.online.rules import Rule, SpanFilter
+from spanjudge.evaluators.online.sampler import Budget, is_sampled, sample_point
+from spanjudge.evaluators.online.targets import TARGET_TYPES, Skip, Target, span_kind
+
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "MAX_RAW_CHARS",
+    "TARGET_TYPES",
+    "Budget",
+    "Rule",
+    "Skip",
+    "SpanFilter",
+    "Target",
+    "build_case",
+    "conversation_target",
+    "default_case",
+    "find_targets",
+    "is_sampled",
+    "sample_point",
+    "span_kind",
+]
