@@ -90,57 +90,71 @@ def _hex_id(raw: bytes, size: int, what: str, *, optional: bool = False) -> str 
     return raw.hex()
 
 
-def records_from_request(request: ExportTraceServiceRequest) -> list[SpanRecord]:
-    """Flatten a decoded request into :class:`SpanRecord` objects (validating ids)."""
+def records_from_request(
+    request: ExportTraceServiceRequest, rejected: list[str] | None = None
+) -> list[SpanRecord]:
+    """Flatten a decoded request into :class:`SpanRecord` objects, validating ids.
+
+    A span with an invalid id raises :class:`OtlpDecodeError`, unless ``rejected`` is a list:
+    then the span is skipped and the reason appended (for an OTLP partial-success answer).
+    """
     records: list[SpanRecord] = []
     for rs in request.resource_spans:
         resource = _attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             scope_name = ss.scope.name if ss.HasField("scope") else None
             for span in ss.spans:
-                trace_id = _hex_id(span.trace_id, 16, "trace id")
-                span_id = _hex_id(span.span_id, 8, "span id")
-                assert trace_id is not None and span_id is not None
-                start = span.start_time_unix_nano
-                records.append(
-                    SpanRecord(
-                        trace_id=trace_id,
-                        span_id=span_id,
-                        name=span.name,
-                        start_time_unix_nano=start,
-                        end_time_unix_nano=span.end_time_unix_nano or start,
-                        parent_span_id=_hex_id(
-                            span.parent_span_id, 8, "parent span id", optional=True
-                        ),
-                        kind=_KINDS.get(span.kind, "INTERNAL"),
-                        status_code=_STATUS.get(span.status.code, "UNSET"),
-                        status_message=span.status.message or None,
-                        attributes=_attributes(span.attributes),
-                        resource=dict(resource),
-                        events=[
-                            SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes))
-                            for e in span.events
-                        ],
-                        scope_name=scope_name,
-                    )
-                )
+                try:
+                    record = _record(span, resource, scope_name)
+                except OtlpDecodeError as exc:
+                    if rejected is None:
+                        raise
+                    rejected.append(str(exc))
+                    continue
+                records.append(record)
     return records
 
 
-def decode_protobuf(body: bytes) -> list[SpanRecord]:
-    """Decode a binary ``ExportTraceServiceRequest``."""
+def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> SpanRecord:
+    trace_id = _hex_id(span.trace_id, 16, "trace id")
+    span_id = _hex_id(span.span_id, 8, "span id")
+    assert trace_id is not None and span_id is not None
+    start = span.start_time_unix_nano
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        name=span.name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=span.end_time_unix_nano or start,
+        parent_span_id=_hex_id(span.parent_span_id, 8, "parent span id", optional=True),
+        kind=_KINDS.get(span.kind, "INTERNAL"),
+        status_code=_STATUS.get(span.status.code, "UNSET"),
+        status_message=span.status.message or None,
+        attributes=_attributes(span.attributes),
+        resource=dict(resource),
+        events=[
+            SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events
+        ],
+        scope_name=scope_name,
+    )
+
+
+def decode_protobuf(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
+    """Decode a binary ``ExportTraceServiceRequest`` (``rejected``: see records_from_request)."""
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RecursionError, ValueError) as exc:
         raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
     except Exception as exc:  # the C decoder may raise other types on hostile bytes
         raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
-    return _records_or_error(request)
+    return _records_or_error(request, rejected)
 
 
-def _records_or_error(request: ExportTraceServiceRequest) -> list[SpanRecord]:
+def _records_or_error(
+    request: ExportTraceServiceRequest, rejected: list[str] | None
+) -> list[SpanRecord]:
     try:
-        return records_from_request(request)
+        return records_from_request(request, rejected)
     except OtlpDecodeError:
         raise
     except (RecursionError, ValueError, TypeError) as exc:
@@ -173,7 +187,7 @@ def _rewrite_ids(node: Any, depth: int = 0) -> None:
             _rewrite_ids(item, depth + 1)
 
 
-def decode_json(body: bytes) -> list[SpanRecord]:
+def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
     names, int64 as strings or numbers, enums as ints or names)."""
     try:
@@ -188,13 +202,15 @@ def decode_json(body: bytes) -> list[SpanRecord]:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
     except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
         raise OtlpDecodeError(f"invalid OTLP/JSON: {exc}") from None
-    return _records_or_error(request)
+    return _records_or_error(request, rejected)
 
 
-def decode_traces(body: bytes, content_type: str) -> list[SpanRecord]:
+def decode_traces(
+    body: bytes, content_type: str, *, rejected: list[str] | None = None
+) -> list[SpanRecord]:
     """Decode by media type (``application/x-protobuf`` or ``application/json``)."""
     if content_type == PROTOBUF:
-        return decode_protobuf(body)
+        return decode_protobuf(body, rejected=rejected)
     if content_type == JSON:
-        return decode_json(body)
+        return decode_json(body, rejected=rejected)
     raise OtlpDecodeError(f"unsupported content type {content_type!r}")

@@ -27,6 +27,7 @@ import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
@@ -82,6 +83,19 @@ def _status_body(status: int, message: str, media_type: str) -> Response:
         body = status_pb2.Status(code=code, message=message).SerializeToString()
         return Response(body, status_code=status, media_type=PROTOBUF)
     return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+def _success(media: str, rejected: list[str]) -> Response:
+    # Spans with invalid ids are dropped alone, not the whole batch: OTLP partial success
+    # tells the client how many, and it must not retry them.
+    message = ExportTraceServiceResponse()
+    if rejected:
+        message.partial_success.rejected_spans = len(rejected)
+        more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+        message.partial_success.error_message = rejected[0] + more
+    if media == PROTOBUF:
+        return Response(message.SerializeToString(), media_type=PROTOBUF)
+    return Response(json_format.MessageToJson(message, indent=None), media_type=JSON)
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
@@ -166,13 +180,16 @@ def create_receiver_app(
                 {"WWW-Authenticate": 'Bearer realm="spanjudge"'},
             )
 
-    def decode_body(body: bytes, media: str, content_encoding: str) -> list[SpanRecord]:
+    def decode_body(
+        body: bytes, media: str, content_encoding: str
+    ) -> tuple[list[SpanRecord], list[str]]:
         if content_encoding == "gzip":
             body = gunzip_limited(body, max_decompressed_bytes)
         elif len(body) > max_decompressed_bytes:
             raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
+        rejected: list[str] = []
         try:
-            return decode_traces(body, media)
+            return decode_traces(body, media, rejected=rejected), rejected
         except OtlpDecodeError as exc:
             raise Rejected(400, str(exc)) from None
 
@@ -200,7 +217,7 @@ def create_receiver_app(
             body = await _read_limited(request, max_body_bytes)
             # Inflating and decoding megabytes is CPU work: off the event loop, so health
             # probes and other requests are answered meanwhile.
-            records = await run_in_threadpool(decode_body, body, media, content_encoding)
+            records, rejected = await run_in_threadpool(decode_body, body, media, content_encoding)
             if records:
                 try:
                     await run_in_threadpool(sink, records)
@@ -223,9 +240,7 @@ def create_receiver_app(
             response.headers.update(reject.headers)
             return response
         answer(200, media, encoding, len(records))
-        if media == PROTOBUF:
-            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
-        return Response(b"{}", media_type=JSON)
+        return _success(media, rejected)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -12,6 +12,7 @@ import pytest
 from google.rpc import status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -263,3 +264,32 @@ def test_fuzz_app_answers_200_or_400(body: bytes, content_type: str, gzipped: bo
         headers["Content-Encoding"] = "gzip"
     response = _FUZZ_CLIENT.post("/v1/traces", content=body, headers=headers)
     assert response.status_code in (200, 400), response.text
+
+
+def test_partial_success_drops_only_spans_with_invalid_ids(list_sink: ListSink) -> None:
+    spans = make_sdk_spans()
+    request = encode_spans(spans)
+    request.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=b"\0" * 16, span_id=b"\1" * 8, name="bad"
+    )
+    c = client(list_sink)
+    response = c.post("/v1/traces", content=request.SerializeToString(), headers=PB)
+    assert response.status_code == 200
+    answer = ExportTraceServiceResponse.FromString(response.content)
+    assert answer.partial_success.rejected_spans == 1
+    assert "invalid trace id" in answer.partial_success.error_message
+    assert list_sink.records == [span_to_record(s) for s in spans]
+
+    body = json.loads(json_body(spans))
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"].append(
+        {"traceId": "01", "spanId": "0102030405060708", "name": "short"}
+    )
+    as_json = c.post("/v1/traces", content=json.dumps(body).encode(), headers=JS)
+    assert as_json.status_code == 200
+    assert as_json.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert len(list_sink.records) == 2 * len(spans)
+
+
+def test_full_success_json_response_is_an_empty_object(list_sink: ListSink) -> None:
+    response = client(list_sink).post("/v1/traces", content=json_body(make_sdk_spans()), headers=JS)
+    assert response.json() == {}
