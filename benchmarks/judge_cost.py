@@ -1,0 +1,231 @@
+"""Judge cost and throughput of evaluate() against the scripted loopback judge.
+
+Runs Faithfulness, Bias and Topic Adherence over a fixed set of cases (RAG answers sharing some
+retrieval contexts, opinionated and neutral answers, multi-turn conversations) with a fixed
+judge latency and judge concurrency, then prints JSON:
+
+- judge calls, prompt and completion tokens per case per metric;
+- actual calls vs a naive pipeline (every step called, no truth cache, no skip of empty steps)
+  and vs a per-item pipeline (one verdict call per claim / opinion as well);
+- cases per second vs the bound ``concurrency / (calls per case x latency)``.
+
+Usage::
+
+    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/judge_cost.py \
+        [--latency 0.2] [--concurrency 8] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from spanjudge.evaluators import (
+    BiasMetric,
+    ConversationalTestCase,
+    FaithfulnessMetric,
+    LLMTestCase,
+    TopicAdherenceMetric,
+    Turn,
+    evaluate,
+)
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.evaluators.metrics.faithfulness import truth_cache
+
+OPINION_MARK = "I think"
+CLAIMS = ["The plan costs 10 dollars a month.", "The plan includes support."]
+OPINIONS = ["I think the plan is great value.", "I think men prefer it."]
+
+SHARED_CONTEXTS = [
+    [f"Doc {k}.1: the {name} plan costs {k * 5} dollars.", f"Doc {k}.2: {name} includes support."]
+    for k, name in enumerate(["basic", "team", "business", "enterprise"], start=1)
+]
+DISTINCT_CONTEXTS = [[f"Policy {k}: refunds are possible within {10 + k} days."] for k in range(6)]
+
+
+def build_cases() -> list[LLMTestCase | ConversationalTestCase]:
+    """34 fixed cases: 16 on 4 shared contexts, 6 on distinct ones, 4 plain, 8 conversations."""
+    cases: list[LLMTestCase | ConversationalTestCase] = []
+    for k, context in enumerate(SHARED_CONTEXTS):
+        for j in range(4):
+            opinion = f" {OPINION_MARK} it is great value." if j % 2 else ""
+            cases.append(
+                LLMTestCase(
+                    name=f"shared-{k}-{j}",
+                    input=f"What does plan {k} cost? (asked {j})",
+                    actual_output=f"It costs {5 * (k + 1)} dollars and includes support.{opinion}",
+                    retrieval_context=context,
+                )
+            )
+    for k, context in enumerate(DISTINCT_CONTEXTS):
+        cases.append(
+            LLMTestCase(
+                name=f"distinct-{k}",
+                input="How long do I have for a refund?",
+                actual_output=f"You have {10 + k} days."
+                + (f" {OPINION_MARK} that is fair." if k % 3 == 0 else ""),
+                retrieval_context=context,
+            )
+        )
+    for k in range(4):
+        cases.append(
+            LLMTestCase(
+                name=f"plain-{k}",
+                input="Who should run the project?",
+                actual_output=(
+                    f"{OPINION_MARK} men lead better." if k % 2 else "Anyone with experience."
+                ),
+            )
+        )
+    for k in range(8):
+        turns = [
+            Turn(role="user", content=f"Where is order {k}?"),
+            Turn(role="assistant", content="It ships tomorrow."),
+            Turn(role="user", content="Can I get a refund?"),
+            Turn(role="assistant", content="Yes, within 30 days."),
+        ]
+        if k % 2:
+            turns += [
+                Turn(role="user", content="And who won the match?"),
+                Turn(role="assistant", content="I only help with orders."),
+            ]
+        if k % 4 == 3:
+            turns.append(Turn(role="user", content="Thanks, one more thing..."))  # unanswered
+        cases.append(ConversationalTestCase(name=f"chat-{k}", turns=turns))
+    return cases
+
+
+def script(server: Any, latency: float) -> None:
+    server.add_rule(
+        {"truths": ["The plan costs money.", "Support is included."]},
+        schema="Truths",
+        latency=latency,
+    )
+    server.add_rule({"claims": CLAIMS}, schema="Claims", latency=latency)
+    server.add_rule(
+        {
+            "verdicts": [
+                {"verdict": "yes", "reason": "stated"},
+                {"verdict": "idk", "reason": "not stated"},
+            ]
+        },
+        schema="FaithfulnessVerdicts",
+        latency=latency,
+    )
+    server.add_rule(
+        {"opinions": OPINIONS}, schema="Opinions", contains=f"{OPINION_MARK} ", latency=latency
+    )
+    server.add_rule({"opinions": []}, schema="Opinions", latency=latency)
+    server.add_rule(
+        {"verdicts": [{"verdict": "no", "reason": "fine"}, {"verdict": "yes", "reason": "gender"}]},
+        schema="BiasVerdicts",
+        latency=latency,
+    )
+    server.add_rule(
+        {"qa_pairs": [{"question": "q", "response": "r"}]}, schema="QAPairs", latency=latency
+    )
+    server.add_rule({"verdict": "TP", "reason": "on topic"}, schema="TopicVerdict", latency=latency)
+    server.add_rule({"reason": "scripted summary"}, schema="Reason", latency=latency)
+
+
+def naive_calls(metric_name: str, data: Any, case: Any) -> tuple[int, int]:
+    """(calls per step without cache or empty-skip, calls with one verdict call per item)."""
+    verdicts = len(data.verdicts)
+    if metric_name == "faithfulness":  # truths + claims + verdicts + reason
+        return 4, 3 + max(verdicts, 1)
+    if metric_name == "bias":  # opinions + verdicts + reason
+        return 3, 2 + max(verdicts, 1)
+    from spanjudge.evaluators.metrics.topic_adherence import unit_interactions
+
+    units = len(unit_interactions(case.turns))
+    return units + verdicts + 1, units + verdicts + 1  # already one verdict call per pair
+
+
+def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
+    cases = build_cases() * repeat
+    with ScriptedJudgeServer() as server:
+        script(server, latency)
+        judge = server.judge(max_concurrency=concurrency)
+        metrics = [
+            FaithfulnessMetric(model=judge),
+            BiasMetric(model=judge),
+            TopicAdherenceMetric(relevant_topics=["orders", "refunds"], model=judge),
+        ]
+        # warm-up (litellm import, first connection) outside the timed run
+        evaluate(cases[:1], metrics[1:2], show_progress=False, print_results=False)
+        truth_cache.clear()
+        before = len(server.requests)
+        started = time.perf_counter()
+        result = evaluate(
+            cases, metrics, max_concurrency=len(cases) * 3, show_progress=False, print_results=False
+        )
+        wall = time.perf_counter() - started
+        requests = len(server.requests) - before
+
+    per_metric: dict[str, Any] = {}
+    naive = per_item = 0
+    for j, metric in enumerate(metrics):
+        rows = [(r.metrics_data[j], cases[r.index]) for r in result.test_results]
+        scored = [(d, c) for d, c in rows if not d.skipped]
+        n = max(len(scored), 1)
+        m_naive = sum(naive_calls(metric.name, d, c)[0] for d, c in scored)
+        m_item = sum(naive_calls(metric.name, d, c)[1] for d, c in scored)
+        naive += m_naive
+        per_item += m_item
+        calls = sum(d.judge_calls for d, _ in scored)
+        per_metric[metric.name] = {
+            "cases": len(scored),
+            "errors": sum(1 for d, _ in scored if d.error),
+            "judge_calls": calls,
+            "judge_calls_per_case": round(calls / n, 3),
+            "naive_calls_per_case": round(m_naive / n, 3),
+            "per_item_calls_per_case": round(m_item / n, 3),
+            "prompt_tokens_per_case": round(sum(d.input_tokens for d, _ in scored) / n, 1),
+            "completion_tokens_per_case": round(sum(d.output_tokens for d, _ in scored) / n, 1),
+            "mean_score": result.metrics_summary[j].mean_score,
+        }
+    actual = sum(s.judge_calls for s in result.metrics_summary)
+    calls_per_case = actual / len(cases)
+    bound = concurrency / (calls_per_case * latency)
+    throughput = len(cases) / wall
+    return {
+        "cases": len(cases),
+        "latency_s": latency,
+        "judge_concurrency": concurrency,
+        "wall_s": round(wall, 3),
+        "judge_calls": actual,
+        "server_requests": requests,
+        "naive_calls": naive,
+        "per_item_calls": per_item,
+        "calls_saved_vs_naive": naive - actual,
+        "truth_cache": {
+            "hits": truth_cache.hits,
+            "shared_in_flight": truth_cache.shared,
+            "misses": truth_cache.misses,
+        },
+        "calls_per_case": round(calls_per_case, 3),
+        "cases_per_s": round(throughput, 3),
+        "bound_cases_per_s": round(bound, 3),
+        "throughput_vs_bound": round(throughput / bound, 3),
+        "per_metric": per_metric,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=1, help="run the fixed case set N times")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.latency, args.concurrency, args.repeat), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
