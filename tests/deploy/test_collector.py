@@ -1,0 +1,115 @@
+"""Collector configurations checked structurally: every component a pipeline names is defined
+and of a type the contrib distribution ships, nothing defined is left unused, and the two worker
+modes route spans the way deploy/README.md describes (no loop back into the worker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.promql import DEPLOY
+
+COLLECTOR = DEPLOY / "collector"
+CONFIGS = sorted(COLLECTOR.glob("*.yaml"))
+WORKER_EXPORTER = "otlphttp/spanjudge"
+BACKENDS = {"otlp/jaeger", "otlp/tempo"}
+# component types used here, all in otelcol-contrib
+KNOWN_TYPES = {
+    "receivers": {"otlp"},
+    "processors": {"batch", "memory_limiter"},
+    "exporters": {"otlp", "otlphttp", "debug"},
+    "extensions": {"health_check"},
+}
+SIGNALS = {"traces", "metrics", "logs"}
+
+
+def load(path: Path) -> dict[str, Any]:
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def structural_problems(config: dict[str, Any]) -> list[str]:
+    """What a Collector would refuse at start-up (or silently ignore) in ``config``."""
+    problems: list[str] = []
+    for section, types in KNOWN_TYPES.items():
+        for name in config.get(section) or {}:
+            if name.split("/", 1)[0] not in types:
+                problems.append(f"{section}.{name}: unknown component type")
+    service = config["service"]
+    used: dict[str, set[str]] = {s: set() for s in ("receivers", "processors", "exporters")}
+    for pname, pipeline in service["pipelines"].items():
+        if pname.split("/", 1)[0] not in SIGNALS:
+            problems.append(f"pipeline {pname}: unknown signal")
+        if not pipeline.get("receivers") or not pipeline.get("exporters"):
+            problems.append(f"pipeline {pname}: needs receivers and exporters")
+        for section in used:
+            for name in pipeline.get(section, []):
+                used[section].add(name)
+                if name not in (config.get(section) or {}):
+                    problems.append(f"pipeline {pname}: {section[:-1]} {name} is not defined")
+    for section, names in used.items():
+        for name in set(config.get(section) or {}) - names:
+            problems.append(f"{section}.{name}: defined but in no pipeline")
+    for name in service.get("extensions", []):
+        if name not in (config.get("extensions") or {}):
+            problems.append(f"extension {name} is not defined")
+    return problems
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_collector_config_is_structurally_valid(path: Path) -> None:
+    assert structural_problems(load(path)) == []
+
+
+def test_checker_finds_an_undefined_exporter() -> None:
+    config = load(COLLECTOR / "child-span.yaml")
+    config["service"]["pipelines"]["traces"]["exporters"].append("otlp/zipkin")
+    del config["processors"]["batch"]
+    problems = structural_problems(config)
+    assert "pipeline traces: exporter otlp/zipkin is not defined" in problems
+    assert any("processor batch is not defined" in p for p in problems)
+
+
+def pipelines_from(config: dict[str, Any], port: int) -> list[dict[str, Any]]:
+    """The pipelines fed by the receiver listening on ``port``."""
+    receivers = {n for n, r in config["receivers"].items()
+                 if any(str(p.get("endpoint", "")).endswith(f":{port}")
+                        for p in r["protocols"].values())}
+    return [p for p in config["service"]["pipelines"].values()
+            if receivers & set(p["receivers"])]
+
+
+def test_child_span_mode_fans_out_and_scores_skip_the_worker() -> None:
+    config = load(COLLECTOR / "child-span.yaml")
+    [from_app] = pipelines_from(config, 4318)
+    assert set(from_app["exporters"]) == {WORKER_EXPORTER, *BACKENDS}
+    [scores] = pipelines_from(config, 4319)
+    assert set(scores["exporters"]) == BACKENDS
+
+
+def test_enrich_mode_puts_the_worker_in_front_of_the_backends() -> None:
+    config = load(COLLECTOR / "enrich.yaml")
+    [from_app] = pipelines_from(config, 4318)
+    assert from_app["exporters"] == [WORKER_EXPORTER]  # backends only get enriched spans
+    [from_worker] = pipelines_from(config, 4319)
+    assert set(from_worker["exporters"]) == BACKENDS
+
+
+@pytest.mark.parametrize("name", ["child-span.yaml", "enrich.yaml", "k8s-exporter-snippet.yaml"])
+def test_worker_exporter_retries_with_a_bounded_queue(name: str) -> None:
+    exporter = load(COLLECTOR / name)["exporters"][WORKER_EXPORTER]
+    # the worker answers 503 + Retry-After under pressure; otlphttp retries only if enabled
+    assert exporter["retry_on_failure"]["enabled"] is True
+    assert exporter["sending_queue"]["enabled"] is True
+    assert exporter["sending_queue"]["queue_size"] > 0
+    assert exporter["endpoint"].endswith(":4318")  # otlphttp appends /v1/traces itself
+
+
+def test_compose_hostnames_match_the_services() -> None:
+    services = set(yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"])
+    for name in ("child-span.yaml", "enrich.yaml"):
+        for exporter in load(COLLECTOR / name)["exporters"].values():
+            host = exporter["endpoint"].split("://")[-1].split(":")[0]
+            assert host in services, (name, host)

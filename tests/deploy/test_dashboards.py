@@ -1,0 +1,140 @@
+"""The Grafana dashboard is the output of deploy/grafana/generate.py and is well-formed Grafana
+JSON: unique ids, a sane grid, data sources that the provisioning defines, every variable it
+uses declared, every query present."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.promql import DASHBOARDS, DEPLOY
+
+GRAFANA = DEPLOY / "grafana"
+BUILTIN_VARS = {"__rate_interval", "__interval", "__range", "__from", "__to", "__field",
+                "__all"}
+
+
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("deploy_grafana_generate",
+                                                  GRAFANA / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def provisioned_uids() -> dict[str, str]:
+    doc = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "datasources.yaml").read_text())
+    return {d["uid"]: d["type"] for d in doc["datasources"]}
+
+
+def all_panels(board: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for panel in board["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return out
+
+
+@pytest.fixture(scope="module")
+def board() -> dict[str, Any]:
+    [path] = DASHBOARDS
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_checked_in_json_is_what_the_generator_produces() -> None:
+    module = generator()
+    assert module.OUTPUT.read_text(encoding="utf-8") == module.render()
+    assert module.main(["--check"]) == 0
+
+
+def test_generator_check_detects_a_stale_file(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    module = generator()
+    stale = tmp_path / "spanjudge.json"
+    stale.write_text("{}\n")
+    monkeypatch.setattr(module, "OUTPUT", stale)
+    assert module.main(["--check"]) == 1
+
+
+def test_dashboard_provider_points_at_the_mounted_dashboards() -> None:
+    provider = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "dashboards.yaml")
+                              .read_text())["providers"][0]
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    mounts = compose["services"]["grafana"]["volumes"]
+    assert f"../grafana/dashboards:{provider['options']['path']}:ro" in mounts
+
+
+def test_top_level_fields(board: dict[str, Any]) -> None:
+    assert board["uid"] and len(board["uid"]) <= 40
+    assert isinstance(board["schemaVersion"], int) and board["schemaVersion"] >= 36
+    assert board["title"] == "spanjudge"
+    assert board["time"]["from"].startswith("now-")
+
+
+def test_panels_have_unique_ids_and_fit_the_grid(board: dict[str, Any]) -> None:
+    panels = all_panels(board)
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        pos = p["gridPos"]
+        assert pos["x"] >= 0 and pos["w"] > 0 and pos["x"] + pos["w"] <= 24, p["title"]
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not mine & cells, f"{p['title']} overlaps another panel"
+        cells |= mine
+
+
+def test_queries_use_provisioned_datasources(board: dict[str, Any]) -> None:
+    uids = provisioned_uids()
+    for p in all_panels(board):
+        if p["type"] in ("row", "text"):
+            continue
+        assert p["datasource"]["uid"] in uids, p["title"]
+        assert p["targets"], f"{p['title']} has no query"
+        for t in p["targets"]:
+            ds = t["datasource"]
+            assert uids[ds["uid"]] == ds["type"], p["title"]
+            key = "expr" if ds["type"] == "prometheus" else "query"
+            assert t[key].strip(), p["title"]
+            assert t["refId"]
+
+
+def test_required_views_are_present(board: dict[str, Any]) -> None:
+    titles = " | ".join(p["title"].lower() for p in all_panels(board))
+    for words in ("mean score", "distribution", "pass rate", "evaluations per minute",
+                  "errors per minute", "tokens", "cost", "backlog", "lag", "low scores"):
+        assert words in titles, words
+    kinds = {p["type"] for p in all_panels(board)}
+    assert {"timeseries", "heatmap", "stat", "table", "row"} <= kinds
+
+
+def test_every_variable_used_is_declared(board: dict[str, Any]) -> None:
+    declared = {v["name"] for v in board["templating"]["list"]} | BUILTIN_VARS
+    text = json.dumps(board)
+    used = set(re.findall(r"\$\{?([A-Za-z_]\w*)", text))
+    assert used - declared == set()
+
+
+def test_low_scores_link_to_traces(board: dict[str, Any]) -> None:
+    tempo_queries = [t["query"] for p in all_panels(board) for t in p.get("targets", [])
+                     if t["datasource"]["type"] == "tempo"]
+    assert any("gen_ai.evaluation.score.value < $low_score" in q for q in tempo_queries)
+    links = [link["url"] for p in all_panels(board) if "fieldConfig" in p
+             for link in p["fieldConfig"]["defaults"].get("links", [])]
+    assert any(u.startswith("/explore?") and "traceql" in u for u in links)
+    assert any("${jaeger_url}/search?" in u for u in links)
+
+
+def test_variable_queries_read_existing_labels(board: dict[str, Any]) -> None:
+    for var in board["templating"]["list"]:
+        if var["type"] == "query":
+            assert re.fullmatch(r"label_values\(spanjudge_\w+, \w+\)", var["definition"])
