@@ -68,7 +68,8 @@ def test_images_are_pinned(compose: dict[str, Any]) -> None:
         image = with_defaults(service["image"])
         repo, _, tag = image.rpartition(":")
         assert repo and tag and tag != "latest", f"{name}: {image} is not pinned"
-        # our own image is built locally (tag from .env); every upstream one is a full version (x.y.z, or x.y for PostgreSQL)
+        # our own image is built locally (tag from .env); every upstream one carries a full
+        # version (x.y.z, or x.y for PostgreSQL)
         assert re.fullmatch(r"v?\d+\.\d+(\.\d+)?[\w.-]*", tag) or repo == "spanjudge", image
 
 

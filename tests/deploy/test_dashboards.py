@@ -31,7 +31,8 @@ def generator() -> ModuleType:
 
 
 def provisioned_uids() -> dict[str, str]:
-    doc = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "datasources.yaml").read_text())
+    path = GRAFANA / "provisioning" / "datasources" / "datasources.yaml"
+    doc = yaml.safe_load(path.read_text())
     return {d["uid"]: d["type"] for d in doc["datasources"]}
 
 
