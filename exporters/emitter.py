@@ -168,6 +168,8 @@ class ScoreEmitter:
 
     ``emit()`` never blocks on I/O and never raises; when the queue holds ``max_queue`` spans,
     new ones are dropped and counted (``dropped`` by reason, and the telemetry counter if given).
+    The emitter counts only its own drops; the evaluation loop records the evaluation metrics
+    (``Telemetry.record_evaluation``) once per result, so a re-emitted span is not counted twice.
 
     Example::
 
