@@ -284,22 +284,26 @@ class SqlStore(SpanStore):
         cur.executemany(self.q(f"{head} VALUES ({values}){tail}"), rows)
 
     def migrate(self) -> None:
-        """Create or upgrade the schema to :data:`SCHEMA_VERSION`."""
+        """Create or upgrade the schema to the last version in :data:`MIGRATIONS`."""
         with self.transaction() as cur:
-            self._migration_lock(cur)
+            self.migrate_in(cur)
+
+    def migrate_in(self, cur: Cursor) -> None:
+        """Run the pending migrations inside the caller's (write) transaction."""
+        self._migration_lock(cur)
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            f"version INTEGER NOT NULL, applied_at {self.types['real']} NOT NULL)"
+        )
+        cur.execute("SELECT MAX(version) FROM schema_version")
+        current = cur.fetchone()[0] or 0
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            for statement in MIGRATIONS[version - 1]:
+                cur.execute(statement.format(**self.types))
             cur.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version ("
-                f"version INTEGER NOT NULL, applied_at {self.types['real']} NOT NULL)"
+                self.q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
+                (version, _wall()),
             )
-            cur.execute("SELECT MAX(version) FROM schema_version")
-            current = cur.fetchone()[0] or 0
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[version - 1]:
-                    cur.execute(statement.format(**self.types))
-                cur.execute(
-                    self.q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
-                    (version, _wall()),
-                )
 
     def schema_version(self) -> int:
         with self.transaction(write=False) as cur:

@@ -1,13 +1,15 @@
 """The embedded default store: one SQLite file in WAL mode, shared by threads and processes.
 
-Each thread gets its own connection (SQLite connections are not for concurrent use); writers
-serialize on SQLite's write lock (``BEGIN IMMEDIATE``, waiting up to ``busy_timeout``), readers
-never block in WAL mode. Several processes may open the same file: a claim is one statement under
-the write lock, so two processes never lease the same job, and a killed process's lease simply
-expires.
+Connections live in a small pool that any thread borrows from for one transaction (SQLite
+connections are not for concurrent use, and one per thread would churn file handles as threads
+come and go). Writers serialize on SQLite's write lock (``BEGIN IMMEDIATE``, waiting up to
+``busy_timeout``); readers never block in WAL mode. Several processes may open the same file: a
+claim is one statement under the write lock, so two processes never lease the same job, and a
+killed process's lease simply expires.
 
-A database file deleted or replaced under a running process is noticed on the next call (the
-file's identity changed) and reopened, schema included, instead of writing into a ghost inode.
+A database file deleted or replaced under a running process is noticed when a connection is
+borrowed (the file's identity changed): the stale connections are dropped and a fresh file gets
+the schema, instead of writes going into a ghost inode.
 
 Example::
 
@@ -29,6 +31,12 @@ from spanjudge.exporters.store.sql import Cursor, SqlStore
 MEMORY = ":memory:"
 
 
+# Idle connections kept for reuse; more are opened under a burst and closed afterwards.
+_MAX_IDLE = 8
+
+Identity = tuple[int, int]
+
+
 class SQLiteStore(SqlStore):
     """:class:`~spanjudge.exporters.store.SpanStore` on a SQLite file (or ``":memory:"``).
 
@@ -41,9 +49,9 @@ class SQLiteStore(SqlStore):
         self.path = os.fspath(path)
         self.busy_timeout = busy_timeout
         self._memory = self.path == MEMORY
-        self._local = threading.local()
-        self._registry_lock = threading.Lock()
-        self._connections: set[sqlite3.Connection] = set()
+        self._lock = threading.Lock()
+        self._idle: list[tuple[sqlite3.Connection, Identity | None]] = []
+        self._known: Identity | None = None  # the file the schema was last checked on
         self._closed = False
         # ":memory:" is private to one connection, so every thread shares it under a lock.
         self._memory_lock = threading.RLock()
@@ -62,7 +70,7 @@ class SQLiteStore(SqlStore):
             self.path,
             timeout=self.busy_timeout,
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-            check_same_thread=False,  # close() may run on another thread
+            check_same_thread=False,  # borrowed by whichever thread needs it
         )
         try:
             if not self._memory:
@@ -73,100 +81,130 @@ class SQLiteStore(SqlStore):
         except BaseException:
             conn.close()
             raise
-        with self._registry_lock:
-            self._connections.add(conn)
         return conn
 
-    def _discard(self, conn: sqlite3.Connection) -> None:
-        with self._registry_lock:
-            self._connections.discard(conn)
-        with suppress(sqlite3.Error):
-            conn.close()
-
-    def _identity(self) -> tuple[int, int] | None:
+    def _identity(self) -> Identity | None:
         try:
             st = os.stat(self.path)
         except OSError:
             return None
         return (st.st_dev, st.st_ino)
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        if self._memory:
-            if self._memory_conn is None:
-                self._memory_conn = self._open()
-            return self._memory_conn
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def _borrow(self) -> tuple[sqlite3.Connection, Identity | None]:
         identity = self._identity()
-        if conn is not None and identity is not None and identity == self._local.identity:
-            return conn
-        # First use on this thread, or the file was deleted/replaced under us: reopen.
-        if conn is not None:
-            self._local.conn = None
-            self._discard(conn)
+        stale: list[sqlite3.Connection] = []
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            found: tuple[sqlite3.Connection, Identity | None] | None = None
+            while self._idle:
+                conn, seen = self._idle.pop()
+                if identity is not None and seen == identity:
+                    found = (conn, seen)
+                    break
+                stale.append(conn)  # the file was deleted or replaced under it
+            if found is None and identity != self._known:
+                # Another file than the one we know (or none): every idle connection is stale,
+                # and the file we open next needs the schema. (Forget the old identity: once
+                # its last handle closes, a new file may get the same inode number.)
+                stale.extend(conn for conn, _ in self._idle)
+                self._idle.clear()
+                self._known = None
+        for conn in stale:
+            _close(conn)
+        if found is not None:
+            return found
         conn = self._open()
-        self._local.conn = conn
-        self._local.identity = self._identity()
-        if identity is None or getattr(self._local, "seen", False):
-            # A new file: create the schema (on the connection we just stored).
-            self.migrate()
-        self._local.seen = True
-        return conn
+        opened = self._identity()
+        if opened != self._known:
+            # A new or replaced file: create the schema on it before anyone uses it.
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                self.migrate_in(conn.cursor())
+                conn.execute("COMMIT")
+            except BaseException:
+                _close(conn)
+                raise
+            self._known = opened
+        return conn, opened
 
-    def _drop_thread_connection(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and not self._memory:
-            self._local.conn = None
-            self._discard(conn)
+    def _give_back(self, conn: sqlite3.Connection, identity: Identity | None) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < _MAX_IDLE:
+                self._idle.append((conn, identity))
+                return
+        _close(conn)
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
         if self._memory:
             with self._memory_lock:
-                yield from self._transaction(write)
-        else:
-            yield from self._transaction(write)
-
-    def _transaction(self, write: bool) -> Iterator[Cursor]:
+                if self._closed:
+                    raise StoreError(f"{self!r} is closed")
+                if self._memory_conn is None:
+                    self._memory_conn = self._open()
+                yield from self._transaction(self._memory_conn, write)
+            return
         try:
-            conn = self._connection()
+            conn, identity = self._borrow()
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        healthy = False
+        try:
+            yield from self._transaction(conn, write)
+            healthy = True
+        except StoreError as exc:
+            healthy = _is_busy(exc.__cause__)
+            raise
+        except BaseException:
+            healthy = True  # the caller's own error: rolled back, the connection is fine
+            raise
+        finally:
+            if healthy:
+                self._give_back(conn, identity)
+            else:
+                # I/O error, disk full, corrupted or vanished file: start afresh next call.
+                _close(conn)
+
+    def _transaction(self, conn: sqlite3.Connection, write: bool) -> Iterator[Cursor]:
+        try:
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
-            self._drop_thread_connection()
             raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         try:
             yield cur
             cur.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._rollback(conn)
-            if not _is_busy(exc):
-                # I/O error, disk full, corrupted or vanished file: start afresh next call.
-                self._drop_thread_connection()
+            _rollback(conn)
             raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         except BaseException:
-            self._rollback(conn)
+            _rollback(conn)
             raise
 
-    @staticmethod
-    def _rollback(conn: sqlite3.Connection) -> None:
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-
     def close(self) -> None:
-        self._closed = True
-        with self._registry_lock:
-            connections = list(self._connections)
-            self._connections.clear()
-        for conn in connections:
-            with suppress(sqlite3.Error):
-                conn.close()
-        self._memory_conn = None
+        with self._lock:
+            self._closed = True
+            idle = [conn for conn, _ in self._idle]
+            self._idle.clear()
+        for conn in idle:
+            _close(conn)
+        with self._memory_lock:
+            if self._memory_conn is not None:
+                _close(self._memory_conn)
+                self._memory_conn = None
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
+def _close(conn: sqlite3.Connection) -> None:
+    with suppress(sqlite3.Error):
+        conn.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    with suppress(sqlite3.Error):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def _is_busy(exc: BaseException | None) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)

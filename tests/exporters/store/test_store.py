@@ -16,6 +16,7 @@ from spanjudge.exporters.store import (
     SpanStore,
     StoreError,
 )
+from spanjudge.exporters.store import sql as sql_module
 from spanjudge.tracer import attributes as attrs
 
 SETTLE = 10.0
@@ -85,6 +86,26 @@ def test_reopening_an_existing_database_keeps_data_and_version(
     second = store_factory()
     assert second.schema_version() == SCHEMA_VERSION
     assert [s.span_id for s in second.trace_spans(tid(1))] == [sid(1)]
+
+
+def test_a_later_release_migrates_an_existing_database(
+    store_factory: Callable[[], SpanStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = store_factory()
+    old.write_spans([span(1, 1)], now=T0)
+    extra = ["CREATE TABLE IF NOT EXISTS release_two_notes (note TEXT NOT NULL)",
+             "ALTER TABLE spans ADD COLUMN release_two_flag INTEGER"]
+    monkeypatch.setattr(sql_module, "MIGRATIONS", [*sql_module.MIGRATIONS, extra])
+    new = store_factory()  # opening runs the pending migration once
+    assert new.schema_version() == SCHEMA_VERSION + 1
+    assert isinstance(new, sql_module.SqlStore)
+    with new.transaction() as cur:
+        cur.execute("INSERT INTO release_two_notes (note) VALUES ('x')")
+        cur.execute("SELECT COUNT(*), MAX(version) FROM schema_version")
+        assert tuple(cur.fetchone()) == (SCHEMA_VERSION + 1, SCHEMA_VERSION + 1)
+    assert [s.span_id for s in new.trace_spans(tid(1))] == [sid(1)]  # data kept
+    third = store_factory()  # nothing left to do: no second run of the migration
+    assert third.schema_version() == SCHEMA_VERSION + 1
 
 
 def test_span_round_trip_keeps_every_field_and_attribute_type(store: SpanStore) -> None:

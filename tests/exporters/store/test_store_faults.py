@@ -3,6 +3,7 @@ hit them, and the next call works again once the cause is gone."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from pathlib import Path
 
@@ -42,6 +44,35 @@ def test_sqlite_database_deleted_under_the_store_is_recreated(tmp_path: Path) ->
     # Another process opening the file sees the data: we did not write into a ghost inode.
     assert SQLiteStore(path).trace_spans(f"{2:032x}")
     store.close()
+
+
+def _open_handles(path: Path) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def test_sqlite_connections_of_finished_threads_are_released(tmp_path: Path) -> None:
+    path = tmp_path / "spans.db"
+    store = SQLiteStore(path)
+    baseline = _open_handles(path)
+
+    def use() -> None:
+        store.write_spans([rec(threading.get_ident() % 1000, 1)], now=T0)
+
+    for _ in range(20):  # e.g. a fresh executor thread per monitor tick
+        t = threading.Thread(target=use)
+        t.start()
+        t.join()
+    gc.collect()
+    assert _open_handles(path) <= baseline + 1
+    store.close()
+    assert _open_handles(path) == 0
 
 
 def test_sqlite_locked_by_another_process_raises_then_recovers(tmp_path: Path) -> None:
