@@ -10,7 +10,21 @@ from typing import Any
 
 from spanjudge._version import __version__
 
-__all__ = ["__version__"]
+# --- tracer (eager: OpenTelemetry API + stdlib only) ----------------------------------------
+# configure() imports the SDK and the OTLP exporter inside its body, so this stays light.
+from spanjudge.configure import Tracing, configure
+from spanjudge.tracer import SpanHandle, conversation, current_span, observe
+
+__all__ = [
+    "SpanHandle",
+    "Tracing",
+    "__version__",
+    "configure",
+    "conversation",
+    "current_span",
+    "observe",
+]
+# --- end tracer ---------------------------------------------------------------------------
 
 
 # name -> module that defines it; loaded on first attribute access (PEP 562) so that the

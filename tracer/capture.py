@@ -1,0 +1,245 @@
+"""Capture policy and serialisation: what leaves the process, and in what shape.
+
+Every captured value goes through :func:`serialize` (any Python object -> a bounded JSON-ish
+string that never raises) and :func:`finish` (PII masking, the user's redaction hook, the
+per-value size limit with a visible marker). The policy is one module-level object, set by
+``spanjudge.configure()`` and read by the tracer on every call, so nothing on the per-call path
+reads the environment.
+
+>>> from spanjudge.tracer import capture
+>>> capture.set_policy(max_value_length=20)
+>>> capture.finish("k", "x" * 30)[0]
+'xxxxxxxxxxxxxxxxxxxx...[truncated 10 chars]'
+>>> capture.reset_policy()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spanjudge.tracer.attributes import TRUNCATION_MARKER
+
+logger = logging.getLogger("spanjudge.tracer")
+
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+DEFAULT_MAX_VALUE_LENGTH = 16_384
+DEFAULT_MAX_DEPTH = 8
+# Containers longer than this are cut: a 10^6-element list must not cost 10^6 steps per call.
+MAX_ITEMS = 1_000
+REDACTION_FAILED = "<redaction failed>"
+
+Redactor = Callable[[str, str], str]
+
+
+@dataclasses.dataclass
+class CapturePolicy:
+    """What the tracer records. ``content=False`` keeps ids, scores, token counts and names only."""
+
+    content: bool = True
+    max_value_length: int = DEFAULT_MAX_VALUE_LENGTH
+    redact: Redactor | None = None
+    pii: bool = False
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+
+def _content_from_env() -> bool:
+    # Unset means on: spanjudge exists to evaluate content. Only an explicit "false" turns it off.
+    raw = os.environ.get(CONTENT_ENV)
+    if raw is None or not raw.strip():
+        return True
+    return raw.strip().lower() not in ("false", "0", "no", "off")
+
+
+POLICY = CapturePolicy(content=_content_from_env())
+
+
+def set_policy(
+    *,
+    content: bool | None = None,
+    max_value_length: int | None = None,
+    redact: Redactor | None = None,
+    pii: bool | None = None,
+    max_depth: int | None = None,
+) -> CapturePolicy:
+    """Change the policy in place (``None`` leaves a field as it is); returns the policy."""
+    if content is not None:
+        POLICY.content = content
+    if max_value_length is not None:
+        if max_value_length < 1:
+            raise ValueError("max_value_length must be >= 1")
+        POLICY.max_value_length = max_value_length
+    if redact is not None:
+        POLICY.redact = redact
+    if pii is not None:
+        POLICY.pii = pii
+    if max_depth is not None:
+        POLICY.max_depth = max(1, max_depth)
+    return POLICY
+
+
+def reset_policy() -> CapturePolicy:
+    """Back to the defaults, re-reading the content switch from the environment."""
+    POLICY.content = _content_from_env()
+    POLICY.max_value_length = DEFAULT_MAX_VALUE_LENGTH
+    POLICY.redact = None
+    POLICY.pii = False
+    POLICY.max_depth = DEFAULT_MAX_DEPTH
+    return POLICY
+
+
+# --- failure accounting -----------------------------------------------------------------------
+failures = 0  # capture errors swallowed so far (the app never sees them)
+_logged = False
+
+
+def note_failure(exc: BaseException) -> None:
+    """Count a swallowed capture failure; log the first one at debug level."""
+    global failures, _logged
+    failures += 1
+    if not _logged:
+        _logged = True
+        logger.debug("spanjudge capture failed (further failures are counted only)", exc_info=exc)
+
+
+# --- serialisation ------------------------------------------------------------------------------
+_PRIMITIVES = (str, int, float, bool, type(None))
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        try:
+            return f"<{type(value).__qualname__} object>"
+        except Exception:
+            return "<unrepresentable>"
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATION_MARKER.format(dropped=len(text) - limit)
+
+
+def to_jsonable(value: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
+    """A JSON-safe copy of ``value``: cycles, depth, size and odd objects handled; never raises."""
+    try:
+        return _jsonable(value, depth, seen if seen is not None else set(), POLICY)
+    except Exception as exc:  # a __getattr__ or model_dump that explodes
+        note_failure(exc)
+        return _safe_repr(value)
+
+
+def _jsonable(value: Any, depth: int, seen: set[int], policy: CapturePolicy) -> Any:
+    if isinstance(value, str):
+        return _cut(value, policy.max_value_length)
+    if isinstance(value, _PRIMITIVES):
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return "NaN"
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value[: policy.max_value_length])
+        return _cut(raw.decode("utf-8", errors="replace"), policy.max_value_length) + (
+            TRUNCATION_MARKER.format(dropped=len(value) - len(raw)) if len(value) > len(raw) else ""
+        )
+    if depth >= policy.max_depth:
+        return "<max depth>"
+    ident = id(value)
+    if ident in seen:
+        return "<cycle>"
+    seen.add(ident)
+    try:
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for i, (k, v) in enumerate(value.items()):
+                if i >= MAX_ITEMS:
+                    out["<more>"] = len(value) - MAX_ITEMS
+                    break
+                key = k if isinstance(k, str) else _safe_repr(k)
+                out[key] = _jsonable(v, depth + 1, seen, policy)
+            return out
+        if isinstance(value, (list, tuple, set, frozenset)):
+            items = []
+            for i, v in enumerate(value):
+                if i >= MAX_ITEMS:
+                    items.append(f"<{len(value) - MAX_ITEMS} more>")
+                    break
+                items.append(_jsonable(v, depth + 1, seen, policy))
+            return items
+        # pydantic v2 / v1 models, duck-typed so pydantic is never imported here
+        cls = type(value)
+        if hasattr(cls, "model_fields") and callable(getattr(cls, "model_dump", None)):
+            return _jsonable(value.model_dump(), depth + 1, seen, policy)  # pydantic v2
+        if hasattr(cls, "__fields__") and callable(getattr(cls, "dict", None)):
+            return _jsonable(value.dict(), depth + 1, seen, policy)  # pydantic v1
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+            return _jsonable(fields, depth + 1, seen, policy)
+        return _cut(_safe_repr(value), policy.max_value_length)
+    finally:
+        seen.discard(ident)
+
+
+def serialize(value: Any) -> str:
+    """``value`` as a string: itself if it is a ``str``, else compact JSON (repr as fallback)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    except Exception as exc:
+        note_failure(exc)
+        return _safe_repr(value)
+
+
+def dumps(value: Any) -> str:
+    """Always JSON, strings included (for attributes whose schema is JSON)."""
+    try:
+        return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    except Exception as exc:
+        note_failure(exc)
+        return json.dumps(_safe_repr(value))
+
+
+# --- PII, redaction, truncation -----------------------------------------------------------------
+_PII_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "<email>"),
+    # 13-19 digits, optionally grouped by spaces or dashes: card numbers (before phones, longer)
+    (re.compile(r"\b(?:\d[ -]?){12,18}\d\b"), "<card>"),
+    (
+        re.compile(r"(?<![\w+])\+?\(?\d{1,4}\)?[ .-]?\(?\d{2,4}\)?(?:[ .-]?\d{2,4}){2,3}\b"),
+        "<phone>",
+    ),
+)
+
+
+def mask_pii(text: str) -> str:
+    """Replace emails, card numbers and phone numbers with placeholders."""
+    for pattern, placeholder in _PII_PATTERNS:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
+def finish(key: str, text: str) -> tuple[str, bool]:
+    """Apply PII masking, the redaction hook and the size limit; returns (value, was_truncated).
+
+    A redaction hook that raises withholds the value: nothing unredacted leaves the process.
+    """
+    policy = POLICY
+    if policy.pii:
+        text = mask_pii(text)
+    if policy.redact is not None:
+        try:
+            text = str(policy.redact(key, text))
+        except Exception as exc:
+            note_failure(exc)
+            text = REDACTION_FAILED
+    limit = policy.max_value_length
+    if len(text) > limit:
+        return _cut(text, limit), True
+    return text, False
