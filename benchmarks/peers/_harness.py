@@ -139,6 +139,42 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def profile(setup: Setup, name: str, n: int, top: int = 30) -> dict[str, Any]:
+    """Deterministic profile of ``n`` calls of one variant: the functions with most own time.
+
+    cProfile inflates every Python call, so the shares matter, not the absolute figures.
+    """
+    import cProfile
+    import pstats
+
+    fn = setup.variants[name]
+    arg = ARGUMENT
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        fn(arg)
+    if setup.flush is not None:
+        setup.flush()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    rows = []
+    entries = stats.stats.items()  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, nc, tt, ct, _callers) in entries:
+        rows.append({
+            "function": f"{func} ({filename}:{line})",
+            "calls_per_call": round(nc / n, 2),
+            "own_us_per_call": round(tt / n * 1e6, 3),
+            "cum_us_per_call": round(ct / n * 1e6, 3),
+            "own_share": round(tt / total, 4) if total else None,
+        })
+    rows.sort(key=lambda r: r["own_us_per_call"], reverse=True)
+    return {"event": "profile", "variant": name, "n": n,
+            "profiled_us_per_call": round(total / n * 1e6, 3), "top_own_time": rows[:top],
+            "top_cumulative": sorted(rows, key=lambda r: r["cum_us_per_call"],
+                                     reverse=True)[:top]}
+
+
 def _emit(stream: TextIO, payload: dict[str, Any]) -> None:
     stream.write(json.dumps(payload) + "\n")
     stream.flush()
@@ -159,6 +195,8 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     parser.add_argument("--standalone", action="store_true", help="time and print one summary")
     parser.add_argument("--n", type=int, default=20000, help="calls per timed batch")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (standalone only)")
+    parser.add_argument("--profile", metavar="VARIANT",
+                        help="cProfile N calls of one variant and print where the time goes")
     if extra_args is not None:
         extra_args(parser)
     args = parser.parse_args()
@@ -182,6 +220,10 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
         except Exception as exc:
             setup.errors[name] = f"warm-up failed: {exc!r}"
             del setup.variants[name]
+
+    if args.profile:
+        _emit(out, profile(setup, args.profile, args.n))
+        return 0
 
     if args.standalone:
         rounds = [run_round(setup, args.n, i) for i in range(args.repeats)]
