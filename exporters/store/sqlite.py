@@ -20,9 +20,10 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 from spanjudge.exporters.store.base import StoreError
@@ -36,18 +37,33 @@ _MAX_IDLE = 8
 
 Identity = tuple[int, int]
 
+_PRAGMA_NAME = re.compile(r"[a-z_]+")
+_PRAGMA_VALUE = re.compile(r"-?[0-9]+|[A-Za-z_]+")
+
 
 class SQLiteStore(SqlStore):
     """:class:`~spanjudge.exporters.store.SpanStore` on a SQLite file (or ``":memory:"``).
 
     ``busy_timeout`` (seconds) bounds how long a call waits for another writer (another thread
-    or process) before it raises :class:`StoreError`.
+    or process) before it raises :class:`StoreError`. ``pragmas`` are applied to every
+    connection (e.g. ``{"cache_size": -16000}``; ``{"max_page_count": n}`` caps the file size).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        pragmas: Mapping[str, int | str] | None = None,
+    ) -> None:
         super().__init__()
         self.path = os.fspath(path)
         self.busy_timeout = busy_timeout
+        self.pragmas = dict(pragmas or {})
+        for name, value in self.pragmas.items():
+            # Pragmas cannot take bound parameters: accept only plain names and values.
+            if not _PRAGMA_NAME.fullmatch(name) or not _PRAGMA_VALUE.fullmatch(str(value)):
+                raise ValueError(f"unsupported SQLite pragma {name}={value!r}")
         self._memory = self.path == MEMORY
         self._lock = threading.Lock()
         self._idle: list[tuple[sqlite3.Connection, Identity | None]] = []
@@ -78,6 +94,8 @@ class SQLiteStore(SqlStore):
             # NORMAL in WAL mode: durable against process crashes, fsync only at checkpoints.
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            for name, value in self.pragmas.items():
+                conn.execute(f"PRAGMA {name}={value}")
         except BaseException:
             conn.close()
             raise

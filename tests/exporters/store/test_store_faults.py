@@ -75,6 +75,47 @@ def test_sqlite_connections_of_finished_threads_are_released(tmp_path: Path) -> 
     assert _open_handles(path) == 0
 
 
+def test_sqlite_full_database_raises_and_recovers_after_retention(tmp_path: Path) -> None:
+    # max_page_count makes SQLite report SQLITE_FULL exactly as a full disk does.
+    store = SQLiteStore(tmp_path / "spans.db", pragmas={"max_page_count": 120})
+    exporter = StoreSpanExporter(store, batch_size=20, flush_interval=0.01)
+    payload = {"gen_ai.input.messages": "x" * 2000}
+    written_before_full = 0
+    with pytest.raises(StoreError, match="full"):
+        for n in range(1000):
+            store.write_spans([SpanRecord(f"{n:032x}", f"{n:016x}", "s", 1, 2,
+                                          attributes=payload)], now=T0)
+            written_before_full += 1
+    assert written_before_full > 0
+    # Through the exporter, the same failure drops and counts instead of raising.
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    for _ in range(5):
+        with tracer.start_as_current_span("s") as s:
+            s.set_attribute("gen_ai.input.messages", "y" * 2000)
+    assert exporter.force_flush(10_000)
+    assert exporter.dropped == {STORE_ERROR: 5}
+    # Retention frees pages; writing resumes without reopening anything.
+    assert store.delete_older_than(T0 + 1) == written_before_full
+    with tracer.start_as_current_span("after cleanup"):
+        pass
+    assert exporter.force_flush(10_000)
+    assert exporter.written == 1
+    provider.shutdown()
+    store.close()
+
+
+def test_sqlite_pragmas_refuse_anything_but_plain_names_and_values(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        SQLiteStore(tmp_path / "a.db", pragmas={"cache_size; DROP TABLE spans": 1})
+    with pytest.raises(ValueError):
+        SQLiteStore(tmp_path / "b.db", pragmas={"cache_size": "1; DROP TABLE spans"})
+
+
 def test_sqlite_locked_by_another_process_raises_then_recovers(tmp_path: Path) -> None:
     path = tmp_path / "spans.db"
     store = SQLiteStore(path, busy_timeout=0.1)
