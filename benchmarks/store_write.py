@@ -121,6 +121,7 @@ def main() -> None:
         "batch_size": 512,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),  # the machine may be shared
         "goal_sqlite_spans_per_second": GOAL_SPANS_PER_SECOND,
     }
     with tempfile.TemporaryDirectory() as tmp:
