@@ -258,3 +258,13 @@ def test_postgresql_connections_killed_mid_run_are_replaced() -> None:
     finally:
         store.drop_schema()
         store.close()
+
+
+def test_postgresql_unreachable_raises_store_error_without_the_password() -> None:
+    from spanjudge.exporters.store import open_store
+
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql://postgres:s3cret-pw@127.0.0.1:1/test", timeout=1)
+    message = str(caught.value)
+    assert "unreachable" in message and "127.0.0.1" in message
+    assert "s3cret-pw" not in message
