@@ -139,3 +139,56 @@ def test_variable_queries_read_existing_labels(board: dict[str, Any]) -> None:
     for var in board["templating"]["list"]:
         if var["type"] == "query":
             assert re.fullmatch(r"label_values\(spanjudge_\w+, \w+\)", var["definition"])
+
+
+# Real Grafana fields that the foundation SDK's generated models do not declare (yet).
+SDK_UNMODELLED = {
+    "templating.list[].definition",  # the query text Grafana shows for a query variable
+    "annotations.list[].builtIn",  # marks Grafana's own annotation source
+    "panels[].maxPerRow",  # cap on repeated panels per row
+    "panels[].targets[].tableType",  # Tempo: table of traces vs spans
+}
+
+
+def dropped_fields(ours: Any, decoded: Any, path: str = "") -> set[str]:
+    """Keys of ``ours`` that are missing after decoding with Grafana's typed models."""
+    out: set[str] = set()
+    if isinstance(ours, dict) and isinstance(decoded, dict):
+        for key, value in ours.items():
+            where = f"{path}.{key}" if path else key
+            if key not in decoded:
+                out.add(where)
+            else:
+                out |= dropped_fields(value, decoded[key], where)
+    elif isinstance(ours, list) and isinstance(decoded, list):
+        if len(ours) != len(decoded):
+            out.add(f"{path}[] (items)")
+        for a, b in zip(ours, decoded, strict=False):
+            out |= dropped_fields(a, b, f"{path}[]")
+    return out
+
+
+def decode_with_grafana_models(board: dict[str, Any]) -> dict[str, Any]:
+    # grafana-foundation-sdk: Grafana's own dashboard, panel and query types, generated from
+    # Grafana's schemas; a key they do not know is dropped on decoding
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    register_default_plugins()
+    decoded = Dashboard.from_json(board)
+    return dict(json.loads(json.dumps(decoded, cls=JSONEncoder)))
+
+
+def test_every_field_is_known_to_grafanas_dashboard_types(board: dict[str, Any]) -> None:
+    decoded = decode_with_grafana_models(board)
+    assert dropped_fields(board, decoded) <= SDK_UNMODELLED
+    assert len(decoded["panels"]) == len(board["panels"])
+
+
+def test_grafana_types_catch_a_misspelled_field(board: dict[str, Any]) -> None:
+    broken = json.loads(json.dumps(board))
+    broken["panels"][1]["targets"][0]["legendFromat"] = "{{metric}}"
+    broken["panels"][1]["gridpos"] = broken["panels"][1].pop("gridPos")
+    dropped = dropped_fields(broken, decode_with_grafana_models(broken))
+    assert {"panels[].targets[].legendFromat", "panels[].gridpos"} <= dropped
