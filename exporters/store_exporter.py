@@ -158,7 +158,7 @@ class StoreSpanExporter(SpanExporter):
         self._shutdown = False
         self._written = 0
         self._dropped: dict[str, int] = {}
-        self._last_warning = 0.0
+        self._last_warning = -_WARN_EVERY
         self._start_writer()
         # A forked child (gunicorn, multiprocessing) has no writer thread: start its own.
         ref = weakref.ref(self)
@@ -213,6 +213,14 @@ class StoreSpanExporter(SpanExporter):
         except Exception:  # a telemetry hook must not kill the writer or the app
             logger.debug("store exporter counter hook failed", exc_info=True)
 
+    def _warn(self, message: str) -> None:
+        # At most one warning per period: a dead disk or a flood must not flood the log too.
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY:
+            self._last_warning = now
+            logger.warning("%s (drops are counted; next warning in %.0fs at the earliest)",
+                           message, _WARN_EVERY)
+
     # ---------------------------------------------------------------- SpanExporter
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Queue spans for the writer; O(len(spans)), never blocks on the store, never raises."""
@@ -234,6 +242,7 @@ class StoreSpanExporter(SpanExporter):
                         self._cond.notify()
             if dropped:
                 self._notify(0, {reason: dropped})
+                self._warn(f"store exporter {reason}: {dropped} spans dropped")
                 return SpanExportResult.FAILURE
             return SpanExportResult.SUCCESS
         except Exception:  # the exporter never raises into the app
@@ -322,13 +331,7 @@ class StoreSpanExporter(SpanExporter):
             self.store.write_spans(records, now=self._clock())
         except Exception as exc:
             dropped[STORE_ERROR] = dropped.get(STORE_ERROR, 0) + len(records)
-            now = time.monotonic()
-            if now - self._last_warning >= _WARN_EVERY:
-                self._last_warning = now
-                logger.warning(
-                    "span store write failed, %d spans dropped (further failures are counted,"
-                    " logged at most every %.0fs): %s", len(records), _WARN_EVERY, exc,
-                )
+            self._warn(f"span store write failed, {len(records)} spans dropped: {exc}")
             return 0, dropped
         return len(records), dropped
 

@@ -3,6 +3,7 @@ store is slow or broken (drop and count, never block or raise into the app)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -119,7 +120,10 @@ def test_full_queue_drops_and_counts_without_blocking_the_app(store: RecordingSt
     exporter.shutdown()
 
 
-def test_broken_store_drops_and_counts_and_never_raises(store: RecordingStore) -> None:
+def test_broken_store_drops_and_counts_and_never_raises(
+    store: RecordingStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="spanjudge.store_exporter")
     store.broken = True
     written: list[int] = []
     dropped: list[tuple[str, int]] = []
@@ -134,6 +138,9 @@ def test_broken_store_drops_and_counts_and_never_raises(store: RecordingStore) -
     assert exporter.force_flush(10_000)
     assert exporter.dropped == {STORE_ERROR: 12}
     assert sum(n for _, n in dropped) == 12 and written == []
+    # Several failed batches, one warning: the log is rate-limited, the counters are not.
+    warnings = [r for r in caplog.records if "disk full (injected)" in r.getMessage()]
+    assert len(warnings) == 1
     assert exporter.written == 0
     # The store comes back: the next spans are written (the exporter kept running).
     store.broken = False
