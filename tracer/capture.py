@@ -136,16 +136,19 @@ def to_jsonable(value: Any, depth: int = 0, seen: set[int] | None = None) -> Any
         return _safe_repr(value)
 
 
-def _jsonable(value: Any, depth: int, seen: set[int], policy: CapturePolicy) -> Any:
+def _jsonable(
+    value: Any, depth: int, seen: set[int], policy: CapturePolicy, leaf: int | None = None
+) -> Any:
+    limit = leaf or policy.max_value_length
     if isinstance(value, str):
-        return _cut(value, policy.max_value_length)
+        return _cut(value, limit)
     if isinstance(value, _PRIMITIVES):
         if isinstance(value, float) and value != value:  # NaN is not JSON
             return "NaN"
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value[: policy.max_value_length])
-        return _cut(raw.decode("utf-8", errors="replace"), policy.max_value_length) + (
+        raw = bytes(value[:limit])
+        return raw.decode("utf-8", errors="replace") + (
             TRUNCATION_MARKER.format(dropped=len(value) - len(raw)) if len(value) > len(raw) else ""
         )
     if depth >= policy.max_depth:
@@ -162,7 +165,7 @@ def _jsonable(value: Any, depth: int, seen: set[int], policy: CapturePolicy) -> 
                     out["<more>"] = len(value) - MAX_ITEMS
                     break
                 key = k if isinstance(k, str) else _safe_repr(k)
-                out[key] = _jsonable(v, depth + 1, seen, policy)
+                out[key] = _jsonable(v, depth + 1, seen, policy, leaf)
             return out
         if isinstance(value, (list, tuple, set, frozenset)):
             items = []
@@ -170,18 +173,18 @@ def _jsonable(value: Any, depth: int, seen: set[int], policy: CapturePolicy) -> 
                 if i >= MAX_ITEMS:
                     items.append(f"<{len(value) - MAX_ITEMS} more>")
                     break
-                items.append(_jsonable(v, depth + 1, seen, policy))
+                items.append(_jsonable(v, depth + 1, seen, policy, leaf))
             return items
         # pydantic v2 / v1 models, duck-typed so pydantic is never imported here
         cls = type(value)
         if hasattr(cls, "model_fields") and callable(getattr(cls, "model_dump", None)):
-            return _jsonable(value.model_dump(), depth + 1, seen, policy)  # pydantic v2
+            return _jsonable(value.model_dump(), depth + 1, seen, policy, leaf)  # pydantic v2
         if hasattr(cls, "__fields__") and callable(getattr(cls, "dict", None)):
-            return _jsonable(value.dict(), depth + 1, seen, policy)  # pydantic v1
+            return _jsonable(value.dict(), depth + 1, seen, policy, leaf)  # pydantic v1
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
-            return _jsonable(fields, depth + 1, seen, policy)
-        return _cut(_safe_repr(value), policy.max_value_length)
+            return _jsonable(fields, depth + 1, seen, policy, leaf)
+        return _cut(_safe_repr(value), limit)
     finally:
         seen.discard(ident)
 
@@ -198,9 +201,19 @@ def serialize(value: Any) -> str:
 
 
 def dumps(value: Any) -> str:
-    """Always JSON, strings included (for attributes whose schema is JSON)."""
+    """Always JSON, strings included (for attributes whose schema is JSON).
+
+    When the document comes out longer than the size limit, it is built once more with every
+    string cut shorter, so it usually still fits as valid JSON instead of being cut mid-way.
+    """
     try:
-        return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+        limit = POLICY.max_value_length
+        if len(text) > limit and limit >= 256:
+            leaf = max(64, limit // 8)
+            shorter = _jsonable(value, 0, set(), POLICY, leaf)
+            text = json.dumps(shorter, ensure_ascii=False, separators=(",", ":"))
+        return text
     except Exception as exc:
         note_failure(exc)
         return json.dumps(_safe_repr(value))
