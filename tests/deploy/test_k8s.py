@@ -3,6 +3,7 @@ fields are errors) and hang together: selectors, Secrets, ConfigMap, probes, PDB
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,15 @@ def test_configmap_holds_a_worker_config_the_worker_accepts(
     settings = load_settings(path)
     assert settings.receiver_host == "0.0.0.0"
     assert settings.rules
+
+
+def test_env_references_point_at_earlier_variables() -> None:
+    # Kubernetes expands $(NAME) only for variables defined earlier in the list; a later or
+    # missing one stays a literal "$(NAME)" in the pod
+    [deployment] = by_kind()["Deployment"]
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        seen: set[str] = set()
+        for entry in container["env"]:
+            for ref in re.findall(r"\$\((\w+)\)", entry.get("value", "")):
+                assert ref in seen, f"{entry['name']} uses $({ref}) before it is defined"
+            seen.add(entry["name"])
