@@ -444,6 +444,23 @@ def test_concurrent_claimers_never_get_the_same_job(
     assert len(set(all_ids)) == 200
 
 
+def test_spans_of_one_trace_and_conversation_arriving_at_different_workers(
+    store_factory: Callable[[], SpanStore],
+) -> None:
+    worker_a, worker_b = store_factory(), store_factory()
+    worker_a.write_spans([span(1, 2, parent=1, conversation="c1")], now=T0)
+    worker_b.write_spans([span(1, 1)], now=T0 + 3)  # the root reaches the other worker, later
+    worker_b.write_spans([span(2, 3, conversation="c1")], now=T0 + 5)
+    assert worker_a.settled_traces(settle_seconds=SETTLE, now=T0 + 3 + SETTLE - 1) == []
+    assert worker_a.settled_traces(settle_seconds=SETTLE, now=T0 + 3 + SETTLE) == [tid(1)]
+    assert worker_a.idle_conversations(idle_seconds=60, now=T0 + 64) == []
+    assert worker_a.idle_conversations(idle_seconds=60, now=T0 + 65) == ["c1"]
+    assert len(worker_b.conversation_spans("c1")) == 3
+    worker_b.mark_planned(traces=[tid(1)], conversations=["c1"], now=T0 + 65)
+    assert worker_a.settled_traces(settle_seconds=SETTLE, now=T0 + 100) == [tid(2)]
+    assert worker_a.idle_conversations(idle_seconds=60, now=T0 + 100) == []
+
+
 def test_closed_store_raises_store_error(store_factory: Callable[[], SpanStore]) -> None:
     store = store_factory()
     store.close()
