@@ -164,7 +164,8 @@ class Rule:
     filter: SpanFilter | Mapping[str, Any] | SpanPredicate | None = None
     max_per_minute: int | None = None
     max_cost_per_day: float | None = None
-    name: str | None = None  # type: ignore[assignment]  # always a str after __post_init__
+    # None picks the default name; typed str because it always is one after __post_init__
+    name: str = None  # type: ignore[assignment]
     build_case: Callable[..., Any] | None = None
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
