@@ -69,4 +69,4 @@ def telemetry_target() -> Iterator[MetricsTarget]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-        provider.shutdown()  # type: ignore[attr-defined]
+        provider.shutdown()  # type: ignore[attr-defined,unused-ignore]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -97,3 +98,20 @@ def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
     declared = {v for k, v in vars(mn).items()
                 if k.isupper() and isinstance(v, str) and v.startswith("spanjudge.")}
     assert declared == set(INSTRUMENT_KINDS)
+
+
+def test_scraped_names_agree_with_the_names_documented_in_metric_names() -> None:
+    # metric_names.py documents the names observed in a real scrape; our classification of
+    # instruments (which decides the names dashboards may use) must produce exactly those
+    from spanjudge.exporters import metric_names as mn
+
+    documented: set[str] = set()
+    for line in (mn.__doc__ or "").splitlines():
+        match = re.match(r"\s+(spanjudge_\w+)((?:\s*/\s*_\w+)*)\s+(counter|gauge|histogram)\b",
+                         line)
+        if match:
+            documented.add(match.group(1))
+            stem = match.group(1).rsplit("_", 1)[0] if match.group(2) else ""
+            documented |= {stem + s.strip() for s in match.group(2).split("/") if s.strip()}
+    assert len(documented) >= 14
+    assert documented == scraped_names()
