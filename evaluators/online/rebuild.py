@@ -110,6 +110,8 @@ def find_targets(rule: Rule, spans: list[SpanRecord]) -> list[Target]:
     """
     if rule.target == "conversation":
         return []
+    # our own evaluation spans live in the evaluated trace: never targets, never "the end"
+    spans = [s for s in spans if attrs.GEN_AI_EVALUATION_NAME not in s.attributes]
     ordered = sorted(spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
     if rule.target == "trace":
         roots = [s for s in ordered if s.is_root]

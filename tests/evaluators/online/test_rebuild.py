@@ -674,3 +674,18 @@ def test_arbitrary_attribute_values_never_raise(
         result = build_case(Rule(TopicAdherenceStub(), target="conversation"), target, trace.spans)
         assert isinstance(result, (ConversationalTestCase, Skip))
         assert not (isinstance(result, Skip) and result.reason.startswith("rebuild failed"))
+
+
+def test_evaluation_spans_in_the_trace_are_never_targets() -> None:
+    trace, s = _rag_turn()
+    ends = max(x.end_time_unix_nano for x in trace.spans)
+    evaluation = trace.span(
+        "evaluation faithfulness",
+        s["llm"],
+        {attrs.GEN_AI_EVALUATION_NAME: "faithfulness", attrs.GEN_AI_OPERATION_NAME: "chat"},
+        start=ends + 1_000,
+    )
+    llm_ids = [t.target_id for t in find_targets(Rule(BiasStub(), target="llm"), trace.spans)]
+    assert llm_ids == [s["llm"].span_id]
+    (whole,) = find_targets(Rule(BiasStub(), target="trace"), trace.spans)
+    assert whole.end_unix_nano == ends < evaluation.end_time_unix_nano
