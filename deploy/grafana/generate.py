@@ -214,7 +214,8 @@ def build() -> Json:
         [prom_target(f"sum by (le) (increase({SCORE}_bucket{{{mn.L_METRIC}=~\"$metric\", "
                      f"{mn.L_SERVICE}=~\"$service\"}}[{RI}]))", "{{le}}",
                      format="heatmap")],
-        w=8, repeat="metric", repeatDirection="h", maxPerRow=3,
+        # a full-width slot: Grafana splits it between the repeated copies (one per metric)
+        w=24, repeat="metric", repeatDirection="h", maxPerRow=3,
         options={"calculate": False, "yAxis": {"unit": "short"},
                  "cellValues": {"unit": "short"}},
         description="How many evaluations fell into each score bucket over time, one panel "
