@@ -642,6 +642,11 @@ def _captured_text(
                     return text
         if len(value) == 1:
             return _captured_text(next(iter(value.values())), keys, want_input, depth + 1)
+        # captured keyword arguments such as {"user_msg": "...", "history": [...], "k": 3}:
+        # a lone text argument is the input
+        texts = [v for v in value.values() if isinstance(v, str) and v.strip()]
+        if len(texts) == 1:
+            return texts[0]
     if isinstance(value, list):
         if value and all(isinstance(m, Mapping) and "role" in m for m in value):
             text = _last_user_text(value) if want_input else _assistant_text(value)

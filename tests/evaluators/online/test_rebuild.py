@@ -192,6 +192,12 @@ def test_trace_without_captured_root_falls_back_to_its_turns() -> None:
         ({"query": "q?", "top_k": 3}, {"answer": "a!", "sources": []}, "q?", "a!"),
         ({"message": "hello"}, {"response": "hi"}, "hello", "hi"),
         ({"user_message": "only key"}, ["just one"], "only key", "just one"),
+        (
+            {"user_msg": "hi", "history": [], "k": 3},
+            {"text": "", "n": 1},
+            "hi",
+            '{"text": "", "n": 1}',
+        ),
         ({"a": 1, "b": [2]}, {"x": 1, "y": 2}, '{"a": 1, "b": [2]}', '{"x": 1, "y": 2}'),
         (
             {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
@@ -689,3 +695,15 @@ def test_evaluation_spans_in_the_trace_are_never_targets() -> None:
     assert llm_ids == [s["llm"].span_id]
     (whole,) = find_targets(Rule(BiasStub(), target="trace"), trace.spans)
     assert whole.end_unix_nano == ends < evaluation.end_time_unix_nano
+
+
+def test_conversation_of_llm_spans_when_no_agent_spans() -> None:
+    first, second = Trace(), Trace()
+    first.llm(user="hello", answer="hi there", **{attrs.GEN_AI_CONVERSATION_ID: "c-llm"})
+    second.llm(user="bye", answer="goodbye", **{attrs.GEN_AI_CONVERSATION_ID: "c-llm"})
+    spans = second.spans + first.spans
+    target = conversation_target("c-llm", spans)
+    assert target is not None and target.span_id == second.spans[0].span_id
+    case = build_case(Rule(TopicAdherenceStub(), target="conversation"), target, spans)
+    assert isinstance(case, ConversationalTestCase)
+    assert [t.content for t in case.turns] == ["hello", "hi there", "bye", "goodbye"]
