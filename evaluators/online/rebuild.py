@@ -213,9 +213,10 @@ def build_case(
     except Exception as exc:  # a bug or an unforeseen span shape: skip this target, keep going
         return Skip(f"rebuild failed: {type(exc).__name__}: {_short(str(exc))}")
     if missing:
-        reason = "; ".join(
-            f"missing {name}: {notes.get(name, 'not found in the spans')}" for name in missing
+        default = (
+            "build_case gave none" if rule.build_case is not None else "not found in the spans"
         )
+        reason = "; ".join(f"missing {name}: {notes.get(name, default)}" for name in missing)
         return Skip(reason, missing)
     return case
 
@@ -309,7 +310,7 @@ def _conversation_case(
                 )
             )
     if not turns:
-        why = "; ".join(sorted(set(_notes_of(turn_spans))))
+        why = _short("; ".join(sorted(set(_notes_of(turn_spans)))), 500)
         return Skip(
             f"missing turns: none of the {len(turn_spans)} agent turn span(s) of conversation "
             f"{target.target_id!r} had input or output text" + (f" ({why})" if why else ""),

@@ -493,6 +493,7 @@ def test_custom_build_case_errors_become_skips() -> None:
     )
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["retrieval_context"]
+    assert skip.reason == "missing retrieval_context: build_case gave none"
 
 
 # ----------------------------------------------------------------------------- missing / bad spans
