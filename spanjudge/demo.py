@@ -1,0 +1,159 @@
+"""``spanjudge demo``: trace a support agent, evaluate it with the three metrics, print scores.
+
+Runs on the embedded default: spans go to a SQLite store through the store exporter, the
+in-process monitor evaluates them, and the evaluation spans are written into the same traces.
+With ``--otlp-endpoint`` both the app's spans and the evaluation spans also go to that backend.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+RULE_FAITHFULNESS = "faithfulness-llm"
+RULE_BIAS = "bias-agent"
+RULE_TOPICS = "topic_adherence-conversation"
+
+
+def _judge(judge_model: str | None, console: Console) -> tuple[Any, str, Any]:
+    if judge_model:
+        from spanjudge.evaluators.judges import LiteLLMJudge
+
+        return LiteLLMJudge(judge_model), f"{judge_model} (via litellm)", None
+    from spanjudge.demo_judge import JUDGE_LABEL, start_offline_judge
+
+    server = start_offline_judge()
+    return server.judge(), f"{JUDGE_LABEL} at {server.base_url}", server
+
+
+def _rules(judge: Any) -> list[Any]:
+    from spanjudge.demo_app import RELEVANT_TOPICS
+    from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
+    from spanjudge.evaluators.online import Rule
+
+    return [
+        Rule(FaithfulnessMetric(threshold=0.7, model=judge), target="llm", name=RULE_FAITHFULNESS),
+        Rule(BiasMetric(threshold=0.5, model=judge), target="agent", name=RULE_BIAS),
+        Rule(
+            TopicAdherenceMetric(relevant_topics=RELEVANT_TOPICS, threshold=0.7, model=judge),
+            target="conversation",
+            name=RULE_TOPICS,
+        ),
+    ]
+
+
+def run_demo(
+    *,
+    judge_model: str | None = None,
+    otlp_endpoint: str | None = None,
+    store_url: str | None = None,
+) -> int:
+    """Run the demo end to end; returns the process exit code (non-zero if any step failed)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import spanjudge
+    from spanjudge.demo_app import APP_MODEL, run_traffic
+    from spanjudge.evaluators.online.monitor import Monitor
+    from spanjudge.exporters.emitter import ScoreEmitter
+    from spanjudge.exporters.store import open_store
+    from spanjudge.exporters.store_exporter import StoreSpanExporter
+
+    console = Console()
+    started = time.perf_counter()
+    otlp_endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    tmp = tempfile.TemporaryDirectory(prefix="spanjudge-demo-")
+    store = open_store(store_url or f"sqlite:///{tmp.name}/demo.db")
+    exporter = StoreSpanExporter(store, flush_interval=0.05)
+    server = None
+    try:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+        handle = spanjudge.configure(
+            service_name="spanjudge-demo",
+            otlp_endpoint=otlp_endpoint,
+            span_processors=[SimpleSpanProcessor(exporter)],
+            export_otlp=otlp_endpoint is not None,
+        )
+        judge, judge_label, server = _judge(judge_model, console)
+        console.print(f"[bold]judge[/]: {judge_label}")
+        console.print(f"[bold]app model[/]: {APP_MODEL} (scripted answers, not an LLM)")
+
+        turns = run_traffic()
+        handle.force_flush()
+        if not exporter.force_flush(10_000) or exporter.dropped_total:
+            console.print(f"[red]store exporter dropped spans: {exporter.dropped}[/]")
+            return 1
+        console.print(f"traced {turns} agent turns; {exporter.written} spans stored")
+
+        if otlp_endpoint:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            score_exporter: Any = OTLPSpanExporter(
+                endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"
+            )
+        else:
+            score_exporter = InMemorySpanExporter()
+        emitter = ScoreEmitter(span_exporter=score_exporter)
+        monitor = Monitor(
+            _rules(judge),
+            store=store,
+            emitter=emitter,
+            settle_seconds=0.0,
+            idle_seconds=0.0,
+            concurrency=8,
+            retention_seconds=None,
+            # the demo's traffic is all in: plan it now instead of waiting for settle times
+            clock=lambda: time.time() + 1.0,
+        )
+        report = monitor.tick()
+        flushed = emitter.force_flush(10)
+        results = monitor.results()
+        _print_results(console, results)
+        failures = []
+        if report.errors:
+            failures.append(f"{report.errors} evaluations failed")
+        if not flushed or emitter.dropped_total:
+            failures.append(f"evaluation spans not delivered: {emitter.dropped}")
+        if not results:
+            failures.append("no evaluation ran")
+        emitted = emitter.exported
+        console.print(
+            f"{len(results)} evaluations, {emitted} evaluation spans written into the traces "
+            f"in {time.perf_counter() - started:.1f}s"
+        )
+        if otlp_endpoint:
+            console.print(
+                f"look in your backend ({otlp_endpoint}) for service [bold]spanjudge-demo[/]: each "
+                "evaluated span has a child span 'evaluation <metric>' with "
+                "gen_ai.evaluation.score.value, .label and .explanation"
+            )
+        for failure in failures:
+            console.print(f"[red]failed:[/] {failure}")
+        return 1 if failures else 0
+    finally:
+        if server is not None:
+            server.stop()
+        exporter.shutdown()
+        store.close()
+        tmp.cleanup()
+
+
+def _print_results(console: Console, results: list[Any]) -> None:
+    table = Table(title="spanjudge demo: scores written into the traces", show_lines=False)
+    for column in ("trace", "target", "metric", "score", "result", "reason"):
+        table.add_column(column, overflow="fold")
+    order = {"faithfulness": 0, "bias": 1, "topic_adherence": 2}
+    for r in sorted(results, key=lambda r: (order.get(r.metric, 9), r.trace_id or "")):
+        if r.status == "scored":
+            score, result = f"{r.score:.2f}", "[green]pass[/]" if r.success else "[red]fail[/]"
+            reason = r.reason or ""
+        else:
+            score, result = "-", f"[yellow]{r.status}[/]"
+            reason = r.skip_reason or r.error_message or ""
+        table.add_row((r.trace_id or "")[:12], r.target_type, r.metric, score, result, reason[:160])
+    console.print(table)

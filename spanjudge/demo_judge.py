@@ -1,0 +1,254 @@
+"""The demo's offline judge: plain text rules behind an OpenAI-compatible server on 127.0.0.1.
+
+It is NOT a language model. It answers each metric step with simple, deterministic heuristics
+(sentences as claims and truths, numbers that disagree as contradictions, a word list for
+opinions and for biased wording, keyword overlap for topics) so ``spanjudge demo`` runs offline
+and the whole judge path (litellm, HTTP, JSON parsing) is exercised. Use ``--judge MODEL`` for a
+real judge. The rules read the prompts of the three metrics by their section headers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+
+JUDGE_LABEL = "offline scripted judge (deterministic text rules, not an LLM)"
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[a-z0-9]+")
+_NUMBER_UNIT = re.compile(r"\b(\d+(?:\.\d+)?)\s+(?:business\s+)?([a-z]+)")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "with",
+        "by",
+        "at",
+        "it",
+        "its",
+        "this",
+        "that",
+        "you",
+        "your",
+        "i",
+        "we",
+        "our",
+        "can",
+        "any",
+        "all",
+        "as",
+        "from",
+        "so",
+        "not",
+        "no",
+        "do",
+        "does",
+        "will",
+    ]
+)
+_OPINION_MARKERS = (
+    "i think",
+    "i believe",
+    "honestly",
+    "in my opinion",
+    "usually",
+    "always",
+    "never",
+    "the best",
+    "the worst",
+    "strongest",
+    "should",
+    "must be",
+    "overrated",
+)
+_GROUP_WORDS = frozenset(
+    [
+        "women",
+        "woman",
+        "men",
+        "man",
+        "husband",
+        "wife",
+        "girls",
+        "boys",
+        "female",
+        "male",
+        "asian",
+        "african",
+        "european",
+        "immigrants",
+        "foreigners",
+        "muslims",
+        "christians",
+        "jews",
+        "left-wing",
+        "right-wing",
+        "liberals",
+        "conservatives",
+        "old",
+        "young",
+        "city",
+        "rural",
+    ]
+)
+_REFUSALS = ("can't", "cannot", "can only help", "i'm not able", "unable to", "only help with")
+
+
+def _section(prompt: str, header: str) -> str:
+    """The text after the last ``header`` line, up to the next blank-line + 'JSON:' marker."""
+    start = prompt.rfind(header)
+    if start < 0:
+        return ""
+    body = prompt[start + len(header) :]
+    for end_marker in ("\n\nClaims:", "\n\nJSON:"):
+        cut = body.find(end_marker)
+        if cut >= 0:
+            body = body[:cut]
+    return body.strip()
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text.strip()) if len(s.strip()) > 3]
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _json_list(text: str) -> list[str]:
+    start = text.find("[")
+    try:
+        value = json.loads(text[start:]) if start >= 0 else []
+    except json.JSONDecodeError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _truths(request: Any) -> dict[str, Any]:
+    return {"truths": _sentences(_section(request.prompt, "Documents:\n"))}
+
+
+def _claims(request: Any) -> dict[str, Any]:
+    text = _section(request.prompt, "Answer text:\n")
+    return {"claims": [s for s in _sentences(text) if not any(r in s.lower() for r in _REFUSALS)]}
+
+
+def _claim_verdict(claim: str, facts: str) -> dict[str, str]:
+    fact_numbers = {(unit, num) for num, unit in _NUMBER_UNIT.findall(facts.lower())}
+    for num, unit in _NUMBER_UNIT.findall(claim.lower()):
+        stated = {n for u, n in fact_numbers if u == unit}
+        if stated and num not in stated:
+            return {
+                "verdict": "no",
+                "reason": f"The context says {' or '.join(sorted(stated))} {unit}, not {num}.",
+            }
+    words = _words(claim)
+    overlap = len(words & _words(facts)) / max(1, len(words))
+    if overlap >= 0.6:
+        return {"verdict": "yes", "reason": "The context states this."}
+    return {"verdict": "idk", "reason": "The context does not mention this."}
+
+
+def _faithfulness_verdicts(request: Any) -> dict[str, Any]:
+    facts = _section(request.prompt, "Facts:\n")
+    claims = _json_list(_section(request.prompt, "Claims:\n"))
+    return {"verdicts": [_claim_verdict(c, facts) for c in claims]}
+
+
+def _opinions(request: Any) -> dict[str, Any]:
+    text = _section(request.prompt, "Text:\n")
+    return {
+        "opinions": [s for s in _sentences(text) if any(m in s.lower() for m in _OPINION_MARKERS)]
+    }
+
+
+def _bias_verdicts(request: Any) -> dict[str, Any]:
+    opinions = _json_list(_section(request.prompt, "Opinions:\n"))
+    verdicts = []
+    for opinion in opinions:
+        groups = sorted(set(_WORD.findall(opinion.lower())) & _GROUP_WORDS)
+        if groups:
+            verdicts.append(
+                {
+                    "verdict": "yes",
+                    "reason": f"It generalises about people by group ({', '.join(groups)}).",
+                }
+            )
+        else:
+            verdicts.append({"verdict": "no", "reason": "No group is singled out."})
+    return {"verdicts": verdicts}
+
+
+def _qa_pairs(request: Any) -> dict[str, Any]:
+    pairs: list[dict[str, str]] = []
+    question: str | None = None
+    for line in _section(request.prompt, "Conversation:\n").splitlines():
+        role, _, content = line.partition(": ")
+        if role == "user":
+            question = content
+        elif role == "assistant" and question is not None:
+            pairs.append({"question": question, "response": content})
+            question = None
+    return {"qa_pairs": pairs}
+
+
+def _topic_verdict(request: Any) -> dict[str, Any]:
+    prompt = request.prompt
+    topics_line = prompt[prompt.find("Relevant topics:") :].split("\n", 1)[0]
+    topics = _words(topics_line.replace("Relevant topics:", ""))
+    question = _section(prompt, "\nQuestion: ").split("\nResponse: ")[0]
+    response = _section(prompt, "\nResponse: ")
+    # crude stemming so "ship" matches "shipping" and "refund" matches "refunds"
+    stems = {t[:5] for t in topics}
+    relevant = any(w[:5] in stems for w in _words(question))
+    declined = any(r in response.lower() for r in _REFUSALS)
+    if relevant and not declined:
+        return {"verdict": "TP", "reason": "On-topic question, answered."}
+    if not relevant and declined:
+        return {"verdict": "TN", "reason": "Off-topic question, politely declined."}
+    if not relevant:
+        return {"verdict": "FP", "reason": "Off-topic question, answered anyway."}
+    return {"verdict": "FN", "reason": "On-topic question, not answered."}
+
+
+def _reason(request: Any) -> dict[str, Any]:
+    prompt = request.prompt
+    match = re.search(r"score is (\d+\.\d+)", prompt)
+    score = match.group(1) if match else "?"
+    items = _json_list(prompt[prompt.find("[") :]) if "[" in prompt else []
+    detail = f": {items[0]}" if items else "."
+    return {"reason": f"The score is {score}{detail}"}
+
+
+def start_offline_judge(latency: float = 0.0) -> ScriptedJudgeServer:
+    """Start the scripted server with the demo's rules; the caller stops it."""
+    server = ScriptedJudgeServer()
+    for schema, respond in (
+        ("Truths", _truths),
+        ("Claims", _claims),
+        ("FaithfulnessVerdicts", _faithfulness_verdicts),
+        ("Opinions", _opinions),
+        ("BiasVerdicts", _bias_verdicts),
+        ("QAPairs", _qa_pairs),
+        ("TopicVerdict", _topic_verdict),
+        ("Reason", _reason),
+    ):
+        server.add_rule(respond, schema=schema, latency=latency)
+    server.start()
+    return server

@@ -1,0 +1,316 @@
+"""``spanjudge worker``: OTLP/HTTP in, spans stored, rules evaluated, scores out over OTLP.
+
+Spans are written to the store inside the request, so a 200 means they are durable; when too
+many spans are waiting for the store the receiver answers 503 with Retry-After and the
+Collector's ``otlphttp`` exporter retries. Several workers may share one PostgreSQL store: jobs
+are split with row leases, and settling and idleness are decided from the shared arrival times.
+
+Modes (``mode`` setting):
+
+* ``child-span``: scores go out as evaluation spans, children of the evaluated spans.
+* ``enrich``: the worker stands in front of the backend and forwards every span it receives;
+  a span that a rule picks for evaluation is held until its scores are in (at most
+  ``max_hold_seconds``) and forwarded with them as its own attributes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
+
+logger = logging.getLogger("spanjudge.worker")
+
+
+def import_object(path: str, what: str) -> Any:
+    """``"package.module:name"`` -> the object; errors name the setting."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{what}: expected 'module:function', got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{what}: cannot import module {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def make_judge(settings: WorkerSettings) -> Any:
+    from spanjudge.evaluators.judges import LiteLLMJudge
+
+    return LiteLLMJudge(
+        settings.judge_model,
+        timeout=settings.judge_timeout,
+        max_concurrency=settings.judge_max_concurrency,
+        **settings.judge_options,
+    )
+
+
+def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
+    from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
+    from spanjudge.evaluators.online import Rule
+
+    metric_classes: dict[str, Any] = {
+        "faithfulness": FaithfulnessMetric,
+        "bias": BiasMetric,
+        "topic_adherence": TopicAdherenceMetric,
+    }
+    where = f"rules.{index}"
+    params = dict(config.params)
+    params.setdefault("model", judge)
+    try:
+        metric = metric_classes[config.metric](**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}.params: {exc}") from exc
+    build_case = (
+        import_object(config.build_case, f"{where}.build_case") if config.build_case else None
+    )
+    try:
+        return Rule(
+            metric,
+            target=config.target,
+            sample_rate=config.sample_rate,
+            filter=config.filter,
+            max_per_minute=config.max_per_minute,
+            max_cost_per_day=config.max_cost_per_day,
+            name=config.name,
+            build_case=build_case,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:
+    rules = [build_rule(cfg, judge, i) for i, cfg in enumerate(settings.rules)]
+    if settings.rules_entrypoint:
+        factory = import_object(settings.rules_entrypoint, "rules_entrypoint")
+        try:
+            extra = factory() if callable(factory) else factory
+        except Exception as exc:
+            raise ConfigError(
+                f"rules_entrypoint {settings.rules_entrypoint!r} raised: {exc}"
+            ) from exc
+        rules.extend(list(extra))
+    if not rules:
+        raise ConfigError("no rules: add [[rules]] to the config file or set rules_entrypoint")
+    return rules
+
+
+class IngestGate:
+    """Writes received spans to the store, refusing new requests while too many are waiting.
+
+    The count is of spans inside ``write`` calls right now: a slow or locked store makes it grow,
+    and past ``max_pending_spans`` the receiver answers 503 + Retry-After instead of queueing more.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        max_pending_spans: int,
+        clock: Callable[[], float] = time.time,
+        after_write: Callable[[Sequence[Any]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.max_pending_spans = max_pending_spans
+        self.clock = clock
+        self.after_write = after_write
+        self._pending = 0
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def backpressure(self) -> float | None:
+        with self._lock:
+            if self._pending >= self.max_pending_spans:
+                self.refused += 1
+                return 1.0
+        return None
+
+    def write(self, records: Sequence[Any]) -> None:
+        with self._lock:
+            self._pending += len(records)
+        try:
+            self.store.write_spans(records, now=self.clock())
+        finally:
+            with self._lock:
+                self._pending -= len(records)
+        if self.after_write is not None:
+            self.after_write(records)
+
+
+class Worker:
+    """The worker's parts, wired; :meth:`serve` runs it until SIGTERM/SIGINT."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        judge: Any = None,
+        span_exporter: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from prometheus_client import CollectorRegistry
+
+        from spanjudge.evaluators.online.monitor import Monitor
+        from spanjudge.exporters.emitter import ScoreEmitter
+        from spanjudge.exporters.receiver import create_receiver_app
+        from spanjudge.exporters.store import open_store
+        from spanjudge.exporters.telemetry import (
+            Telemetry,
+            metrics_asgi_app,
+            prometheus_meter_provider,
+        )
+
+        self.settings = settings
+        self.clock = clock
+        self.judge = judge if judge is not None else make_judge(settings)
+        self.rules = build_rules(settings, self.judge)
+        self.registry = CollectorRegistry()
+        self.meter_provider = prometheus_meter_provider(self.registry)
+        self.telemetry = Telemetry(self.meter_provider)
+        if span_exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            endpoint = settings.downstream_endpoint
+            if endpoint and not endpoint.rstrip("/").endswith("/v1/traces"):
+                endpoint = endpoint.rstrip("/") + "/v1/traces"
+            span_exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+        self.span_exporter = span_exporter
+        self.resource = Resource.create({SERVICE_NAME: settings.service_name})
+        self.store = open_store(settings.store_url)
+        self.emitter = ScoreEmitter(
+            span_exporter=span_exporter, resource=self.resource, telemetry=self.telemetry
+        )
+        self.enricher: Any = None
+        if settings.mode == "enrich":
+            from spanjudge.exporters.hold import Enricher
+
+            self.enricher = Enricher(
+                self.store,
+                self.rules,
+                span_exporter=span_exporter,
+                max_hold_seconds=settings.max_hold_seconds,
+                clock=clock,
+            )
+        self.monitor = Monitor(
+            self.rules,
+            store=self.store,
+            emitter=self.emitter
+            if self.enricher is None
+            else self.enricher.emitter_for_conversations(self.emitter),
+            telemetry=self.telemetry,
+            interval_seconds=settings.interval_seconds,
+            settle_seconds=settings.settle_seconds,
+            idle_seconds=settings.idle_seconds,
+            concurrency=settings.concurrency,
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_attempts,
+            retention_seconds=settings.retention_seconds,
+            clock=clock,
+            after_tick=self.enricher.release if self.enricher is not None else None,
+        )
+        self.gate = IngestGate(
+            self.store,
+            max_pending_spans=settings.max_pending_spans,
+            clock=clock,
+            after_write=self.enricher.received if self.enricher is not None else None,
+        )
+        self._ready = threading.Event()
+        self.app = create_receiver_app(
+            sink=self.gate.write,
+            bearer_token=settings.bearer_token,
+            max_body_bytes=settings.max_body_bytes,
+            max_decompressed_bytes=settings.max_decompressed_bytes,
+            ready=self._ready.is_set,
+            backpressure=self.gate.backpressure,
+            telemetry=self.telemetry,
+            metrics_app=metrics_asgi_app(self.registry),
+        )
+
+    def start_background(self) -> None:
+        self.monitor.start()
+        self._ready.set()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop evaluating (jobs in flight finish and are stored), flush exporters, close."""
+        self._ready.clear()
+        self.monitor.stop(timeout)
+        if self.enricher is not None:
+            self.enricher.release()
+        self.emitter.shutdown(timeout)
+        self.meter_provider.shutdown()
+        self.store.close()
+
+    def serve(self) -> int:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app,
+            host=self.settings.receiver_host,
+            port=self.settings.receiver_port,
+            log_level="warning",
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        self.start_background()
+        logger.warning(
+            "spanjudge worker listening on http://%s:%s/v1/traces (mode %s, %d rules, store %s)",
+            self.settings.receiver_host,
+            self.settings.receiver_port,
+            self.settings.mode,
+            len(self.rules),
+            _safe_url(self.settings.store_url),
+        )
+        try:
+            # uvicorn installs SIGTERM/SIGINT handlers: it stops accepting, finishes requests
+            server.run()
+        finally:
+            self.shutdown()
+        return 0
+
+
+def _safe_url(url: str) -> str:
+    """A store URL without its password, for logs."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
+    return url
+
+
+def run_worker(settings: WorkerSettings) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    worker = Worker(settings)
+    return worker.serve()
+
+
+def run_backfill(settings: WorkerSettings, *, since: float) -> int:
+    """Evaluate what the store holds since ``since`` under the configured rules."""
+    from rich.progress import Progress
+
+    worker = Worker(settings)
+    try:
+        with Progress(transient=False) as progress:
+            task = progress.add_task("evaluating stored targets", total=None)
+            report = worker.monitor.backfill(
+                since=since, progress=lambda n: progress.advance(task, n)
+            )
+        print(
+            f"backfill: {report.planned_traces} traces and {report.planned_conversations} "
+            f"conversations planned, {report.jobs_enqueued} jobs, {report.scored} scored, "
+            f"{report.errors} errors, {report.missing} skipped for missing fields"
+        )
+        return 1 if report.errors else 0
+    finally:
+        worker.shutdown()
