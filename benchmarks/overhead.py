@@ -253,7 +253,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for child in order:
             if child.status != "running":
                 continue
-            child.send({"cmd": "run", "n": child.n, "round": r})
+            child.send({"cmd": "run", "n": child.n, "round": r, "slices": args.slices})
             try:
                 message = child.read(args.round_timeout)
             except Exception as exc:
@@ -383,6 +383,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer-n", type=int, default=5000,
                         help="cap on calls per batch for peers (they are 10-100x slower)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (>= 5 for a real run)")
+    parser.add_argument("--slices", type=int, default=10,
+                        help="interleaved chunks per round inside each runner")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: n=2000, peer-n=500, 3 rounds, no SimpleSpanProcessor run")
     parser.add_argument("--peers", nargs="*", default=list(PEER_RUNNERS),

@@ -11,16 +11,17 @@ then either
   ``{"cmd": "quit"}``. The orchestrator sends one round to each runner in turn, so the
   runners' measurements interleave instead of one runner owning a quiet (or noisy) minute.
 
-Timing within a round is paired (ABAB): before every decorated variant the undecorated
-function is timed again, and the variant's overhead is its per-call time minus the per-call
-time of the undecorated run right before it. The order of the variants rotates each round.
+Timing within a round is paired and interleaved: the round's N calls per variant are cut
+into ``--slices`` chunks, and chunk after chunk every variant runs right after a fresh
+undecorated chunk (A B A C A D, A B A C A D, ...). A variant's overhead is its time minus the
+time of the undecorated chunks right before it. The order of the variants rotates each round.
 
 Peers print banners and warnings; so that nothing but protocol lines reaches the
 orchestrator, the protocol keeps a private duplicate of the real stdout and fd 1 is pointed
 at stderr before the runner imports anything.
 
-The ``us`` of a variant is the wall time of ``N`` calls plus the runner's flush hook (the
-exporter draining what those calls produced), divided by ``N``.
+The ``us`` of a variant is the wall time of its chunks, each including the runner's flush
+hook (the exporter draining what the chunk produced), divided by the number of calls.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Setup:
     flush: Callable[[], None] | None = None
     shutdown: Callable[[], dict[str, Any]] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    # Called after each variant's warm-up and flush: what that variant's last span looked like.
+    sample: Callable[[], Any] | None = None
     # Variants that could not be set up: name -> error text. Reported, never dropped.
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -84,39 +87,46 @@ def package_versions(*names: str) -> dict[str, str | None]:
     return out
 
 
-def _time_one(fn: Callable[[str], Any], n: int, flush: Callable[[], None] | None) -> float:
-    """Per-call microseconds of ``n`` calls of ``fn`` (plus one flush)."""
+def _time_ns(fn: Callable[[str], Any], n: int, flush: Callable[[], None] | None) -> int:
+    """Nanoseconds for ``n`` calls of ``fn`` plus one flush."""
     arg = ARGUMENT
     loop = range(n)
-    gc.collect()  # start every timed batch with the same (empty) garbage backlog
+    gc.collect()  # start every timed chunk with the same (empty) garbage backlog
     start = time.perf_counter_ns()
     for _ in loop:
         fn(arg)
     if flush is not None:
         flush()
-    elapsed = time.perf_counter_ns() - start
-    return elapsed / n / 1000.0
+    return time.perf_counter_ns() - start
 
 
-def run_round(setup: Setup, n: int, round_index: int) -> dict[str, Any]:
-    """One paired round over all variants; returns per-call and overhead microseconds."""
+def run_round(setup: Setup, n: int, round_index: int, slices: int = 10) -> dict[str, Any]:
+    """One round: ``n`` calls per variant, cut into ``slices`` interleaved chunks.
+
+    Chunk after chunk, every variant runs right after an undecorated chunk of the same size
+    (A B A C A D, A B A C A D, ...), so all variants sample the same stretches of time and a
+    burst of load from a neighbour hits them alike. Returns per-call and paired overhead
+    microseconds per variant.
+    """
     names = [name for name in setup.variants if name != UNDECORATED]
     if names:
         shift = round_index % len(names)
         names = names[shift:] + names[:shift]
     base_fn = setup.variants[UNDECORATED]
-    per_call: dict[str, float] = {}
-    overhead: dict[str, float] = {}
-    baselines: list[float] = []
-    for name in names:
-        base = _time_one(base_fn, n, None)
-        value = _time_one(setup.variants[name], n, setup.flush)
-        baselines.append(base)
-        per_call[name] = value
-        overhead[name] = value - base
-    if not baselines:
-        baselines.append(_time_one(base_fn, n, None))
-    per_call[UNDECORATED] = statistics.median(baselines)
+    slices = max(1, min(slices, n))
+    chunk = n // slices
+    calls = chunk * slices
+    spent = dict.fromkeys(names, 0)
+    base_spent = dict.fromkeys(names, 0)
+    for _ in range(slices):
+        for name in names:
+            base_spent[name] += _time_ns(base_fn, chunk, None)
+            spent[name] += _time_ns(setup.variants[name], chunk, setup.flush)
+    if not names:
+        base_spent["_"] = _time_ns(base_fn, calls, None)
+    per_call = {name: spent[name] / calls / 1000.0 for name in names}
+    overhead = {name: (spent[name] - base_spent[name]) / calls / 1000.0 for name in names}
+    per_call[UNDECORATED] = statistics.median(v / calls / 1000.0 for v in base_spent.values())
     return {"us": per_call, "overhead_us": overhead}
 
 
@@ -195,6 +205,8 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     parser.add_argument("--standalone", action="store_true", help="time and print one summary")
     parser.add_argument("--n", type=int, default=20000, help="calls per timed batch")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (standalone only)")
+    parser.add_argument("--slices", type=int, default=10,
+                        help="interleaved chunks per round (each variant gets n/slices calls each)")
     parser.add_argument("--profile", metavar="VARIANT",
                         help="cProfile N calls of one variant and print where the time goes")
     if extra_args is not None:
@@ -211,22 +223,27 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     setup.info.update(_python_info())
 
     # Warm up every variant (imports, caches, first-span allocations) outside the timings.
+    samples: dict[str, Any] = {}
     for name, fn in list(setup.variants.items()):
         try:
             for _ in range(200):
                 fn(ARGUMENT)
             if setup.flush is not None:
                 setup.flush()
+            if setup.sample is not None:
+                samples[name] = setup.sample()
         except Exception as exc:
             setup.errors[name] = f"warm-up failed: {exc!r}"
             del setup.variants[name]
+    if samples:
+        setup.info["sample_spans"] = samples
 
     if args.profile:
         _emit(out, profile(setup, args.profile, args.n))
         return 0
 
     if args.standalone:
-        rounds = [run_round(setup, args.n, i) for i in range(args.repeats)]
+        rounds = [run_round(setup, args.n, i, args.slices) for i in range(args.repeats)]
         extra = setup.shutdown() if setup.shutdown is not None else {}
         _emit(out, {"event": "summary", "info": setup.info, "errors": setup.errors,
                     "n": args.n, "repeats": args.repeats, "variants": summarize(rounds),
@@ -239,7 +256,8 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
         command = json.loads(line)
         if command["cmd"] == "run":
             try:
-                result = run_round(setup, int(command["n"]), int(command.get("round", 0)))
+                result = run_round(setup, int(command["n"]), int(command.get("round", 0)),
+                                   int(command.get("slices", args.slices)))
             except Exception as exc:
                 _emit(out, {"event": "error", "stage": "run", "error": repr(exc),
                             "traceback": traceback.format_exc(limit=8)})

@@ -76,8 +76,24 @@ def describe(processor: str) -> str:
     return "SimpleSpanProcessor -> CountingExporter (in-memory, counts spans)"
 
 
+def take_last(*exporters: CountingExporter) -> dict[str, Any] | None:
+    """Summary of the newest span any of ``exporters`` got since the last call; then forget it."""
+    found = None
+    for exporter in exporters:
+        with exporter._lock:
+            if found is None and exporter.last is not None:
+                found = exporter.last
+            exporter.last = None
+    return span_summary(found)
+
+
 def span_summary(span: ReadableSpan | None) -> dict[str, Any] | None:
     """Name and attribute keys of one exported span, to show what a tracer actually recorded."""
     if span is None:
         return None
-    return {"name": span.name, "attributes": sorted((span.attributes or {}).keys())}
+    attributes = span.attributes or {}
+    return {
+        "name": span.name,
+        "attributes": sorted(attributes.keys()),
+        "attribute_chars": sum(len(str(v)) for v in attributes.values()),
+    }

@@ -63,6 +63,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         },
         flush=flush,
         shutdown=shutdown,
+        sample=lambda: _otel.take_last(raw_exporter),
         info={
             "tracer": "deepeval @observe (deepeval.tracing)",
             "processor": "deepeval trace manager; no Confident API key, so no upload "

@@ -64,6 +64,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         },
         flush=flush,
         shutdown=shutdown,
+        sample=lambda: _otel.take_last(exporter, raw_exporter),
         info={
             "tracer": "langfuse @observe",
             "processor": "LangfuseSpanProcessor (BatchSpanProcessor subclass) -> "

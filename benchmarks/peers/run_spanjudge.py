@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -53,9 +54,9 @@ def build(args: argparse.Namespace) -> _harness.Setup:
             "spanjudge", "opentelemetry-api", "opentelemetry-sdk"
         ),
     }
-    flush = None
-    shutdown = None
-    exporter = None
+    flush: Callable[[], None] | None = None
+    shutdown: Callable[[], dict[str, Any]] | None = None
+    sample: Callable[[], Any] | None = None
     if args.processor == "noop":
         # Nothing sets a provider: trace.get_tracer() returns the API's no-op machinery.
         info["processor"] = "none (OpenTelemetry API no-op provider, no SDK)"
@@ -69,13 +70,17 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         tracer = provider.get_tracer("bench.raw")
         info["processor"] = _otel.describe(args.processor)
 
-        def flush() -> None:
+        def _flush() -> None:
             provider.force_flush()
 
-        def shutdown() -> dict[str, Any]:
+        def _shutdown() -> dict[str, Any]:
             provider.force_flush()
-            return {"spans_exported": exporter.count,
-                    "last_span": _otel.span_summary(exporter.last)}
+            return {"spans_exported": exporter.count}
+
+        def _sample() -> Any:
+            return _otel.take_last(exporter)
+
+        flush, shutdown, sample = _flush, _shutdown, _sample
 
     fn = _harness.trivial
 
@@ -110,7 +115,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     except Exception as exc:  # the tracer not being there yet is a result to report
         errors["observe"] = repr(exc)
     return _harness.Setup(variants=variants, flush=flush, shutdown=shutdown, info=info,
-                          errors=errors)
+                          errors=errors, sample=sample)
 
 
 if __name__ == "__main__":

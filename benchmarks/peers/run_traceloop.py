@@ -69,6 +69,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         },
         flush=flush,
         shutdown=shutdown,
+        sample=lambda: _otel.take_last(exporter, raw_exporter),
         info={
             "tracer": "OpenLLMetry traceloop-sdk @workflow / @task",
             "processor": "Traceloop's BatchSpanProcessor -> CountingExporter (in-memory); "
