@@ -179,10 +179,14 @@ def machine_info() -> dict[str, Any]:
 
 
 def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    sys.path.insert(0, str(PEERS_DIR))
-    import _harness
+    """The runners' own summary (one definition of the statistics, in the harness)."""
+    import importlib
 
-    return _harness.summarize(rounds)
+    if str(PEERS_DIR) not in sys.path:
+        sys.path.insert(0, str(PEERS_DIR))
+    harness = importlib.import_module("_harness")
+    result: dict[str, Any] = harness.summarize(rounds)
+    return result
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -303,6 +307,16 @@ def report(args: argparse.Namespace, info: dict[str, Any],
         child = by_name.get(name)
         return summarize(child.rounds) if child and child.rounds else {}
 
+    def round_ratios(name: str, variant: str) -> list[float]:
+        """observe/raw within each round: both saw the same minutes of machine load."""
+        child = by_name.get(name)
+        out = []
+        for r in child.rounds if child else []:
+            a, b = r["overhead_us"].get(variant), r["overhead_us"].get("raw_otel")
+            if a is not None and b:
+                out.append(round(a / b, 3))
+        return out
+
     ratios: dict[str, Any] = {}
     for mode in ("batch", "simple", "noop"):
         summary = variants(f"spanjudge_{mode}")
@@ -314,6 +328,7 @@ def report(args: argparse.Namespace, info: dict[str, Any],
                 "observe_overhead_us": overhead_of(summary, f"observe_{kind}"),
                 "raw_otel_overhead_us": raw,
                 "observe_over_raw_otel": ratio(overhead_of(summary, f"observe_{kind}"), raw),
+                "per_round_ratios": round_ratios(f"spanjudge_{mode}", f"observe_{kind}"),
                 "goal": GOAL_RATIO,
                 "meets_goal": (lambda x: None if x is None else x <= GOAL_RATIO)(
                     ratio(overhead_of(summary, f"observe_{kind}"), raw)),
@@ -330,12 +345,12 @@ def report(args: argparse.Namespace, info: dict[str, Any],
     sj_raw = overhead_of(sj, "raw_otel")
     vs_peers: dict[str, Any] = {}
     for peer in args.peers:
-        child = by_name.get(peer)
-        if child is None or not child.rounds:
-            vs_peers[peer] = {"status": child.status if child else "missing",
-                              "error": child.error if child else None}
+        peer_child = by_name.get(peer)
+        if peer_child is None or not peer_child.rounds:
+            vs_peers[peer] = {"status": peer_child.status if peer_child else "missing",
+                              "error": peer_child.error if peer_child else None}
             continue
-        summary = summarize(child.rounds)
+        summary = summarize(peer_child.rounds)
         peer_raw = overhead_of(summary, "raw_otel")
         per_variant: dict[str, Any] = {}
         for variant in PEER_LLM_VARIANTS[peer]:
@@ -350,7 +365,7 @@ def report(args: argparse.Namespace, info: dict[str, Any],
                 "peer_over_its_raw_otel": ratio(peer_over, peer_raw),
                 "observe_over_its_raw_otel": ratio(sj_llm, sj_raw),
             }
-        vs_peers[peer] = {"status": child.status, "variants": per_variant}
+        vs_peers[peer] = {"status": peer_child.status, "variants": per_variant}
     ratios["vs_peers"] = vs_peers
 
     return {

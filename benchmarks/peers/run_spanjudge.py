@@ -30,18 +30,6 @@ def _flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processor", choices=("batch", "simple", "noop"), default="batch")
 
 
-def _load_observe() -> Any:
-    """``spanjudge.observe`` (the public re-export), else the tracer module's own name."""
-    try:
-        from spanjudge import observe
-
-        return observe
-    except (ImportError, AttributeError):
-        from spanjudge.tracer import observe  # type: ignore[attr-defined]
-
-        return observe
-
-
 def build(args: argparse.Namespace) -> _harness.Setup:
     from opentelemetry import trace
 
@@ -109,7 +97,8 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     }
     errors: dict[str, str] = {}
     try:
-        observe = _load_observe()
+        from spanjudge import observe
+
         variants["observe_llm"] = observe(kind="llm")(_harness.trivial)
         variants["observe_retriever"] = observe(kind="retriever")(_harness.trivial)
     except Exception as exc:  # the tracer not being there yet is a result to report
