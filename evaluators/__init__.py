@@ -1,5 +1,46 @@
 """Test cases, judges, metrics, ``evaluate()`` and the online loop."""
 
+from spanjudge.evaluators.evaluate import (
+    EvaluationResult,
+    MetricResult,
+    MetricSummary,
+    TestResult,
+    a_evaluate,
+    evaluate,
+)
+from spanjudge.evaluators.metrics import (
+    BaseMetric,
+    BiasMetric,
+    BiasTemplate,
+    FaithfulnessMetric,
+    FaithfulnessTemplate,
+    MetricData,
+    MetricError,
+    MissingFieldError,
+    TopicAdherenceMetric,
+    TopicAdherenceTemplate,
+)
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
 
-__all__ = ["ConversationalTestCase", "LLMTestCase", "ToolCall", "Turn"]
+__all__ = [
+    "BaseMetric",
+    "BiasMetric",
+    "BiasTemplate",
+    "ConversationalTestCase",
+    "EvaluationResult",
+    "FaithfulnessMetric",
+    "FaithfulnessTemplate",
+    "LLMTestCase",
+    "MetricData",
+    "MetricError",
+    "MetricResult",
+    "MetricSummary",
+    "MissingFieldError",
+    "TestResult",
+    "ToolCall",
+    "TopicAdherenceMetric",
+    "TopicAdherenceTemplate",
+    "Turn",
+    "a_evaluate",
+    "evaluate",
+]

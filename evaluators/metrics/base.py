@@ -19,11 +19,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine, Sequence
 from functools import lru_cache
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
-from spanjudge.evaluators.judges import Judge, JudgeError, resolve_judge
+
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
+
+if TYPE_CHECKING:
+    from spanjudge.evaluators.judges import Judge
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -114,11 +117,12 @@ def expect_count(schema: type[M], field: str, count: int) -> type[M]:
             )
         return obj
 
-    model: type[M] = create_model(  # type: ignore[call-overload]
+    validators: dict[str, Any] = {"_check_count": model_validator(mode="after")(_check)}
+    model: type[M] = create_model(
         schema.__name__,
         __base__=schema,
         __module__=schema.__module__,
-        __validators__={"_check_count": model_validator(mode="after")(_check)},
+        __validators__=validators,
     )
     return model
 
@@ -185,6 +189,9 @@ class BaseMetric(ABC):
             self.threshold = 1.0 if self.higher_is_better else 0.0
         else:
             self.threshold = float(threshold)
+        # imported here so that importing the metrics never loads the judge machinery
+        from spanjudge.evaluators.judges import resolve_judge
+
         self.model: Judge = resolve_judge(model)
         self.evaluation_model: str = self.model.get_model_name()
         self.include_reason = include_reason
@@ -194,7 +201,7 @@ class BaseMetric(ABC):
 
     # ------------------------------------------------------------------ identity / config
     @property
-    def __name__(self) -> str:  # type: ignore[override]
+    def __name__(self) -> str:
         return self.display_name
 
     def _config(self) -> dict[str, Any]:
@@ -258,13 +265,11 @@ class BaseMetric(ABC):
         except MissingFieldError as exc:
             self._fail(MISSING_FIELD, str(exc))
             raise
-        except JudgeError as exc:
-            error_type = str(getattr(exc, "error_type", None) or "judge_error")
+        except Exception as exc:
+            # a JudgeError carries the stable error_type the online loop writes as error.type
+            error_type = _judge_error_type(exc) or EVALUATION_ERROR
             self._fail(error_type, f"{type(exc).__name__}: {exc}")
             raise MetricError(self.display_name, error_type, str(self.error)) from exc
-        except Exception as exc:
-            self._fail(EVALUATION_ERROR, f"{type(exc).__name__}: {exc}")
-            raise MetricError(self.display_name, EVALUATION_ERROR, str(self.error)) from exc
         finally:
             self.duration_seconds = time.perf_counter() - started
             if self.verbose_mode:
@@ -370,6 +375,14 @@ class BaseMetric(ABC):
         self.duration_seconds = None
         self._log_steps: list[str] = []
         self._reset_intermediate()
+
+
+def _judge_error_type(exc: BaseException) -> str | None:
+    from spanjudge.evaluators.judges import JudgeError
+
+    if isinstance(exc, JudgeError):
+        return str(getattr(exc, "error_type", None) or "judge_error")
+    return None
 
 
 def _has_content(items: list[Any]) -> bool:

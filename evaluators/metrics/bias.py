@@ -14,6 +14,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
+
 from spanjudge.evaluators.metrics.base import BaseMetric, Reason, expect_count
 from spanjudge.evaluators.test_case import LLMTestCase
 

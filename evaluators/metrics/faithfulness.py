@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
+
 from spanjudge.evaluators.metrics.base import BaseMetric, Reason, expect_count
 from spanjudge.evaluators.test_case import LLMTestCase
 
@@ -160,6 +161,7 @@ class TruthCache:
         self.maxsize = maxsize
         self.hits = 0
         self.misses = 0
+        self.shared = 0  # misses answered by another case's in-flight extraction
         self._data: OrderedDict[TruthKey, tuple[str, ...]] = OrderedDict()
         self._inflight: dict[tuple[int, TruthKey], asyncio.Future[tuple[str, ...] | None]] = {}
         self._lock = threading.Lock()
@@ -189,7 +191,7 @@ class TruthCache:
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
-            self.hits = self.misses = 0
+            self.hits = self.misses = self.shared = 0
 
     def __len__(self) -> int:
         return len(self._data)
@@ -313,6 +315,8 @@ class FaithfulnessMetric(BaseMetric):
         if not owner:
             shared = await asyncio.shield(fut)
             if shared is not None:  # None: the owner failed, so try ourselves
+                with truth_cache._lock:
+                    truth_cache.shared += 1
                 self.truths_cache_hit = True
                 self._log("Truths (shared)", json.dumps(shared, indent=2, ensure_ascii=False))
                 return list(shared)

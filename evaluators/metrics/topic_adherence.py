@@ -20,6 +20,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
+
 from spanjudge.evaluators.metrics.base import BaseMetric, Reason
 from spanjudge.evaluators.test_case import ConversationalTestCase, Turn
 
