@@ -178,6 +178,21 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def source_state() -> dict[str, Any]:
+    """Which tracer code was measured: the commit, and whether tracer/ had uncommitted edits."""
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "tracer", "spanjudge")
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "tracer_uncommitted_changes": None if dirty is None else bool(dirty)}
+
+
 def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The runners' own summary (one definition of the statistics, in the harness)."""
     import importlib
@@ -229,6 +244,7 @@ def build_children(args: argparse.Namespace) -> list[Child]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     info = machine_info()
+    info["spanjudge_source"] = source_state()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
     env.update(OFFLINE_ENV)
     # Runners import the project from the work tree even when it is not installed.
