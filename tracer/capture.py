@@ -189,34 +189,49 @@ def _jsonable(
         seen.discard(ident)
 
 
-def serialize(value: Any) -> str:
-    """``value`` as a string: itself if it is a ``str``, else compact JSON (repr as fallback)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
-    except Exception as exc:
-        note_failure(exc)
-        return _safe_repr(value)
+def _default(value: Any) -> Any:
+    # json.dumps meets an object it does not know: convert just that object, bounded.
+    return to_jsonable(value, 1)
+
+
+_fast_encoder = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+)
 
 
 def dumps(value: Any) -> str:
-    """Always JSON, strings included (for attributes whose schema is JSON).
+    """``value`` as compact JSON, strings included; never raises.
 
-    When the document comes out longer than the size limit, it is built once more with every
-    string cut shorter, so it usually still fits as valid JSON instead of being cut mid-way.
+    The common case (plain dicts, lists and short strings) is one C-accelerated ``json`` pass.
+    Anything unusual (cycles, NaN, odd keys, very deep or over-long values) takes the careful
+    path, which cuts every string so the document usually still fits the size limit as valid
+    JSON instead of being cut mid-way.
     """
+    limit = POLICY.max_value_length
+    try:
+        text = _fast_encoder.encode(value)
+        if len(text) <= limit:
+            return text
+    except (ValueError, TypeError, RecursionError):
+        pass
+    except Exception as exc:  # a model_dump() or __iter__ that explodes
+        note_failure(exc)
     try:
         text = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
-        limit = POLICY.max_value_length
         if len(text) > limit and limit >= 256:
-            leaf = max(64, limit // 8)
-            shorter = _jsonable(value, 0, set(), POLICY, leaf)
+            shorter = _jsonable(value, 0, set(), POLICY, max(64, limit // 8))
             text = json.dumps(shorter, ensure_ascii=False, separators=(",", ":"))
         return text
     except Exception as exc:
         note_failure(exc)
         return json.dumps(_safe_repr(value))
+
+
+def serialize(value: Any) -> str:
+    """``value`` as a string: itself if it is a ``str``, else compact JSON (repr as fallback)."""
+    if isinstance(value, str):
+        return value
+    return dumps(value)
 
 
 # --- PII, redaction, truncation -----------------------------------------------------------------

@@ -87,6 +87,16 @@ def _attribute_value(value: Any) -> Any:
     return capture.serialize(value)
 
 
+# Bumped by every handle write the decorator must respect (output, usage, model). A decorated
+# call compares it before and after: unchanged means it need not read its span's attributes back.
+writes = 0
+
+
+def _wrote() -> None:
+    global writes
+    writes += 1
+
+
 class SpanHandle:
     """User annotations on the span of the enclosing ``@observe`` call; a no-op outside one.
 
@@ -135,6 +145,7 @@ class SpanHandle:
 
     def set_usage(self, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
         """Token usage; the decorator will not overwrite it from the response."""
+        _wrote()
         if input_tokens is not None:
             self.set_attribute(attrs.GEN_AI_USAGE_INPUT_TOKENS, int(input_tokens))
         if output_tokens is not None:
@@ -161,6 +172,7 @@ class SpanHandle:
 
     def set_model(self, model: str, provider: str | None = None) -> None:
         """The requested model (and provider); an LLM span is renamed ``chat {model}``."""
+        _wrote()
         if not self.recording:
             return
         try:
@@ -174,12 +186,13 @@ class SpanHandle:
 
     def set_output(self, value: Any) -> None:
         """The span's output, recorded in the kind's attribute instead of the return value."""
+        _wrote()
         if not self.recording:
             return
         try:
-            truncated: list[str] = []
-            record.write_output(self._span, self._kind() or "chain", value, truncated, True)
-            record.flush_truncated(self._span, truncated)
+            out: dict[str, Any] = {}
+            record.write_output(self._span, self._kind() or "chain", value, out, True)
+            record.apply(self._span, out)
         except Exception as exc:
             capture.note_failure(exc)
 

@@ -10,7 +10,10 @@ documents. Nothing here imports a provider SDK.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring  # the C-accelerated string quoting of json
 from typing import Any
+
+from spanjudge.tracer import capture
 
 Message = dict[str, Any]
 
@@ -27,6 +30,23 @@ def text_message(role: str, text: str, finish_reason: str | None = None) -> Mess
     if finish_reason is not None:
         message["finish_reason"] = finish_reason
     return message
+
+
+def text_message_json(role: str, text: str, finish_reason: str | None = None) -> str:
+    """``[text_message(...)]`` as JSON, built without a general encoder pass (hot path)."""
+    if len(text) > capture.POLICY.max_value_length:
+        # long text: the careful path cuts the string inside, so the JSON stays valid
+        return capture.dumps([text_message(role, text, finish_reason)])
+    tail = ',"finish_reason":' + encode_basestring(finish_reason) if finish_reason else ""
+    return (
+        '[{"role":'
+        + encode_basestring(role)
+        + ',"parts":[{"type":"text","content":'
+        + encode_basestring(text)
+        + "}]"
+        + tail
+        + "}]"
+    )
 
 
 def _content_parts(content: Any) -> list[dict[str, Any]]:

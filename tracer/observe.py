@@ -19,6 +19,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, messages, record
+from spanjudge.tracer import context as _context
 from spanjudge.tracer.context import CONVERSATION
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +75,7 @@ class _Plan:
         "tool_call_id",
         "tool_call_id_arg",
         "var_positional",
+        "warm",
     )
 
     def __init__(
@@ -87,6 +89,9 @@ class _Plan:
         if kind not in attrs.OPERATION_BY_KIND:
             raise ValueError(f"observe(kind={kind!r}): kind must be one of {attrs.KINDS}")
         self.kind = kind
+        # True once a call of this function was recorded: later calls then capture their inputs
+        # before the span starts and hand them to start_span (one attribute pass, not two).
+        self.warm = False
         qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "call"
         # "test.<locals>.f" names a place in the source, not the step: keep the last part.
         self.name = name or qualname.rsplit("<locals>.", 1)[-1]
@@ -208,60 +213,57 @@ class _Plan:
                 return value
         return None
 
-    def on_start(self, span: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Capture the inputs (content policy permitting) onto a recording span."""
+    def input_attributes(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], out: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Stage the call's input attributes (content policy permitting) into ``out``."""
         kind = self.kind
-        truncated: list[str] = []
         if kind == "tool":
             call_id = _value(self.tool_call_id_arg, args, kwargs) if self.tool_call_id_arg else None
             if call_id is None:
                 call_id = self.tool_call_id or f"call_{random.getrandbits(64):016x}"
-            span.set_attribute(attrs.GEN_AI_TOOL_CALL_ID, str(call_id))
-        if not capture.POLICY.content or not self.capture_input:
-            return
-        if kind == "tool":
-            record.put(
-                span,
-                attrs.GEN_AI_TOOL_CALL_ARGUMENTS,
-                capture.dumps(self.bound(args, kwargs)),
-                truncated,
-            )
-        elif kind == "retriever":
-            query = self.input_text(args, kwargs)
-            if query is not None:
-                record.put(
-                    span, attrs.GEN_AI_RETRIEVAL_QUERY_TEXT, capture.serialize(query), truncated
-                )
-        elif kind in ("llm", "agent"):
-            msgs = self._input_messages(args, kwargs)
-            record.put(span, attrs.GEN_AI_INPUT_MESSAGES, capture.dumps(msgs), truncated)
-        else:
-            record.put(
-                span, attrs.SPANJUDGE_INPUT, capture.dumps(self.bound(args, kwargs)), truncated
-            )
-        record.flush_truncated(span, truncated)
+            out[attrs.GEN_AI_TOOL_CALL_ID] = str(call_id)
+        if capture.POLICY.content and self.capture_input:
+            if kind == "llm" or kind == "agent":
+                record.put(out, attrs.GEN_AI_INPUT_MESSAGES, self._input_messages(args, kwargs))
+            elif kind == "retriever":
+                query = self.input_text(args, kwargs)
+                if query is not None:
+                    record.put(out, attrs.GEN_AI_RETRIEVAL_QUERY_TEXT, capture.serialize(query))
+            elif kind == "tool":
+                arguments = capture.dumps(self.bound(args, kwargs))
+                record.put(out, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
+            else:
+                record.put(out, attrs.SPANJUDGE_INPUT, capture.dumps(self.bound(args, kwargs)))
+        return out
 
-    def _input_messages(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    def on_start(self, span: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Capture the inputs onto a span that is already recording."""
+        record.apply(span, self.input_attributes(args, kwargs, {}))
+
+    def _input_messages(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """``gen_ai.input.messages`` JSON from the messages argument or the user's text."""
         if self.messages_arg is not None:
             value = _value(self.messages_arg, args, kwargs)
             if value is not None and not isinstance(value, str):
-                return messages.to_semconv_messages(value)
+                return capture.dumps(messages.to_semconv_messages(value))
         text = self.input_text(args, kwargs)
+        if isinstance(text, str):
+            return messages.text_message_json("user", text)
         if text is None:
             first = args[self.skip] if len(args) > self.skip else None
             if messages.looks_like_messages(first):
-                return messages.to_semconv_messages(first)
+                return capture.dumps(messages.to_semconv_messages(first))
             text = self.bound(args, kwargs)
         elif messages.looks_like_messages(text):
-            return messages.to_semconv_messages(text)
-        return [messages.text_message("user", capture.serialize(text))]
+            return capture.dumps(messages.to_semconv_messages(text))
+        return messages.text_message_json("user", capture.serialize(text))
 
-    def on_end(self, span: Any, value: Any) -> None:
-        if not self.capture_output:
-            return
-        truncated: list[str] = []
-        record.write_output(span, self.kind, value, truncated, False)
-        record.flush_truncated(span, truncated)
+    def on_end(self, span: Any, value: Any, existing: Mapping[str, Any] | None = None) -> None:
+        if self.capture_output:
+            out: dict[str, Any] = {}
+            record.write_output(span, self.kind, value, out, False, existing)
+            record.apply(span, out)
 
     def stream_value(self, chunks: list[Any]) -> Any:
         """What a finished stream recorded as its output."""
@@ -327,11 +329,37 @@ def _start(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return tracer.start_span(plan.call_span_name(attributes), attributes=attributes)
 
 
+def _begin(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Start the call's span; returns (span, what the decorator may assume is already on it).
+
+    The second item is ``None`` when the span is not recording.
+    """
+    attributes = plan.start_attributes(args, kwargs)
+    warm = plan.warm
+    if warm:
+        try:
+            attributes = plan.input_attributes(args, kwargs, dict(attributes))
+        except Exception as failure:
+            capture.note_failure(failure)
+    tracer = _tracer or _get_tracer()
+    span = tracer.start_span(plan.call_span_name(attributes), attributes=attributes)
+    if not span.is_recording():
+        plan.warm = False
+        return span, None
+    if not warm:
+        plan.warm = True
+        try:
+            plan.on_start(span, args, kwargs)
+        except Exception as failure:
+            capture.note_failure(failure)
+    return span, attributes
+
+
 def _wrap_function(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        span = _start(plan, args, kwargs)
-        if not span.is_recording():
+        span, known = _begin(plan, args, kwargs)
+        if known is None:
             if not span.get_span_context().is_valid:
                 return fn(*args, **kwargs)  # no SDK: nothing to carry, nothing to record
             token = otel_context.attach(trace.set_span_in_context(span))
@@ -340,19 +368,23 @@ def _wrap_function(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
             finally:
                 otel_context.detach(token)
                 span.end()
-        _safe(plan.on_start, span, args, kwargs)
+        writes = _context.writes
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            _record_error(span, exc)
-            raise
-        else:
-            _safe(plan.on_end, span, result)
-            return result
-        finally:
             otel_context.detach(token)
+            _record_error(span, exc)
             span.end()
+            raise
+        otel_context.detach(token)
+        try:
+            # No handle write during the call: what we started the span with is all it has.
+            plan.on_end(span, result, known if writes == _context.writes else None)
+        except Exception as failure:
+            capture.note_failure(failure)
+        span.end()
+        return result
 
     return wrapper
 
@@ -361,21 +393,19 @@ def _wrap_coroutine(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         # The span starts when the coroutine runs (is awaited), not when it is created.
-        span = _start(plan, args, kwargs)
-        recording = span.is_recording()
-        if recording:
-            _safe(plan.on_start, span, args, kwargs)
-        elif not span.get_span_context().is_valid:
+        span, known = _begin(plan, args, kwargs)
+        if known is None and not span.get_span_context().is_valid:
             return await fn(*args, **kwargs)
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:  # CancelledError included: ERROR status, then re-raised
-            if recording:
+            if known is not None:
                 _record_error(span, exc)
             raise
         else:
-            if recording:
+            if known is not None:
+                # other tasks may write through handles meanwhile: read the span back
                 _safe(plan.on_end, span, result)
             return result
         finally:

@@ -18,21 +18,36 @@ def span_attributes(span: Any) -> Mapping[str, Any]:
     return found if found is not None else {}
 
 
-def put(span: Any, key: str, text: str, truncated: list[str]) -> None:
-    """Set a content attribute after PII masking, redaction and the size limit."""
+def put(out: dict[str, Any], key: str, text: str) -> None:
+    """Stage a content attribute after PII masking, redaction and the size limit."""
     value, cut = capture.finish(key, text)
     if cut:
-        truncated.append(key)
-    span.set_attribute(key, value)
+        out.setdefault(attrs.SPANJUDGE_TRUNCATED, []).append(key)
+    out[key] = value
 
 
-def flush_truncated(span: Any, truncated: list[str]) -> None:
-    if truncated:
+def apply(span: Any, out: dict[str, Any]) -> None:
+    """Set the staged attributes in one call (one lock round-trip in the SDK)."""
+    if not out:
+        return
+    cut = out.get(attrs.SPANJUDGE_TRUNCATED)
+    if cut:
         previous = span_attributes(span).get(attrs.SPANJUDGE_TRUNCATED) or ()
-        span.set_attribute(attrs.SPANJUDGE_TRUNCATED, sorted({*previous, *truncated}))
+        out[attrs.SPANJUDGE_TRUNCATED] = sorted({*previous, *cut})
+    span.set_attributes(out)
 
 
-def write_documents(span: Any, documents: Any, truncated: list[str], content: bool) -> None:
+def output_json(value: Any) -> str:
+    """Assistant output messages (semconv JSON) from a response, a string or anything else."""
+    if isinstance(value, str):
+        return messages.text_message_json("assistant", value, "stop")
+    msgs = messages.output_messages(value)
+    if msgs is None:
+        return messages.text_message_json("assistant", capture.serialize(value), "stop")
+    return capture.dumps(msgs)
+
+
+def write_documents(span: Any, documents: Any, out: dict[str, Any], content: bool) -> None:
     """``gen_ai.retrieval.documents`` (id, score) and, with content on, their text."""
     if documents is None:
         return
@@ -49,43 +64,56 @@ def write_documents(span: Any, documents: Any, truncated: list[str], content: bo
             ref["score"] = float(score)
         refs.append(ref)
         texts.append(text if isinstance(text, str) else capture.serialize(doc))
-    put(span, attrs.GEN_AI_RETRIEVAL_DOCUMENTS, capture.dumps(refs), truncated)
+    put(out, attrs.GEN_AI_RETRIEVAL_DOCUMENTS, capture.dumps(refs))
     if content:
-        put(span, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT, capture.dumps(texts), truncated)
+        put(out, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT, capture.dumps(texts))
 
 
-def write_llm_response(span: Any, response: Any, truncated: list[str], content: bool) -> None:
-    """Usage, response model/id, finish reasons and (content on) output messages."""
-    existing = span_attributes(span)
+def write_llm_response(
+    span: Any,
+    response: Any,
+    out: dict[str, Any],
+    content: bool,
+    existing: Mapping[str, Any] | None = None,
+) -> None:
+    """Usage, response model/id, finish reasons and (content on) output messages.
+
+    ``existing``: the span's attributes so far (read from the span when not given).
+    """
+    if existing is None:
+        existing = span_attributes(span)
     if not isinstance(response, str) and response is not None:
         if attrs.GEN_AI_USAGE_INPUT_TOKENS not in existing:
-            inp, out = messages.usage_of(response)
+            inp, outp = messages.usage_of(response)
             if inp is not None:
-                span.set_attribute(attrs.GEN_AI_USAGE_INPUT_TOKENS, inp)
-            if out is not None:
-                span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT_TOKENS, out)
+                out[attrs.GEN_AI_USAGE_INPUT_TOKENS] = inp
+            if outp is not None:
+                out[attrs.GEN_AI_USAGE_OUTPUT_TOKENS] = outp
         model = messages.field(response, "model")
         if isinstance(model, str) and model:
-            span.set_attribute(attrs.GEN_AI_RESPONSE_MODEL, model)
+            out[attrs.GEN_AI_RESPONSE_MODEL] = model
             if attrs.GEN_AI_REQUEST_MODEL not in existing:
                 # The request model was not known up front: name the span after the response's.
-                span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, model)
+                out[attrs.GEN_AI_REQUEST_MODEL] = model
                 span.update_name(attrs.span_name("llm", model))
         response_id = messages.field(response, "id")
         if isinstance(response_id, str):
-            span.set_attribute(attrs.GEN_AI_RESPONSE_ID, response_id)
+            out[attrs.GEN_AI_RESPONSE_ID] = response_id
         reasons = messages.finish_reasons(response)
         if reasons:
-            span.set_attribute(attrs.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
-    if content and attrs.GEN_AI_OUTPUT_MESSAGES not in existing:
-        out_messages = messages.output_messages(response)
-        if out_messages is None and response is not None:
-            out_messages = [messages.text_message("assistant", capture.serialize(response), "stop")]
-        if out_messages is not None:
-            put(span, attrs.GEN_AI_OUTPUT_MESSAGES, capture.dumps(out_messages), truncated)
+            out[attrs.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    if content and response is not None and attrs.GEN_AI_OUTPUT_MESSAGES not in existing:
+        put(out, attrs.GEN_AI_OUTPUT_MESSAGES, output_json(response))
 
 
-def write_output(span: Any, kind: str, value: Any, truncated: list[str], explicit: bool) -> None:
+def write_output(
+    span: Any,
+    kind: str,
+    value: Any,
+    out: dict[str, Any],
+    explicit: bool,
+    existing: Mapping[str, Any] | None = None,
+) -> None:
     """Record ``value`` as the span's output in its kind's attribute.
 
     ``explicit`` (from the span handle) overwrites; the decorator's own write (``explicit=False``)
@@ -94,16 +122,15 @@ def write_output(span: Any, kind: str, value: Any, truncated: list[str], explici
     content = capture.POLICY.content
     if kind == "llm":
         if explicit and content:
-            out = messages.output_messages(value) or [
-                messages.text_message("assistant", capture.serialize(value), "stop")
-            ]
-            put(span, attrs.GEN_AI_OUTPUT_MESSAGES, capture.dumps(out), truncated)
+            put(out, attrs.GEN_AI_OUTPUT_MESSAGES, output_json(value))
             return
-        write_llm_response(span, value, truncated, content)
+        write_llm_response(span, value, out, content, existing)
         return
     if kind == "retriever":
-        if explicit or attrs.GEN_AI_RETRIEVAL_DOCUMENTS not in span_attributes(span):
-            write_documents(span, value, truncated, content)
+        if existing is None:
+            existing = span_attributes(span)
+        if explicit or attrs.GEN_AI_RETRIEVAL_DOCUMENTS not in existing:
+            write_documents(span, value, out, content)
         return
     if not content:
         return
@@ -111,12 +138,9 @@ def write_output(span: Any, kind: str, value: Any, truncated: list[str], explici
         "agent": attrs.GEN_AI_OUTPUT_MESSAGES,
         "tool": attrs.GEN_AI_TOOL_CALL_RESULT,
     }.get(kind, attrs.SPANJUDGE_OUTPUT)
-    if not explicit and key in span_attributes(span):
+    if not explicit and key in (span_attributes(span) if existing is None else existing):
         return
     if kind == "agent":
-        out = messages.output_messages(value)
-        if out is None:
-            out = [messages.text_message("assistant", capture.serialize(value), "stop")]
-        put(span, key, capture.dumps(out), truncated)
+        put(out, key, output_json(value))
     else:
-        put(span, key, capture.dumps(value), truncated)
+        put(out, key, capture.dumps(value))
