@@ -197,6 +197,20 @@ def _default(value: Any) -> Any:
 _fast_encoder = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
 )
+# json builds a new C encoder on every dumps()/encode(); build it once. Without a markers dict
+# it keeps no state between calls (thread-safe); a cycle then ends in RecursionError, which
+# sends the value down the careful path like any other oddity.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    _encode_chunks = _c_make_encoder(
+        None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+
+    def _fast_encode(value: Any) -> str:
+        return "".join(_encode_chunks(value, 0))
+
+else:  # pragma: no cover - CPython always has the C accelerator
+    _fast_encode = _fast_encoder.encode
 
 
 def dumps(value: Any) -> str:
@@ -209,7 +223,7 @@ def dumps(value: Any) -> str:
     """
     limit = POLICY.max_value_length
     try:
-        text = _fast_encoder.encode(value)
+        text = _fast_encode(value)
         if len(text) <= limit:
             return text
     except (ValueError, TypeError, RecursionError):
