@@ -22,12 +22,16 @@ def test_long_values_are_cut_with_a_visible_marker(spans: Spans) -> None:
         return text
 
     echo("x" * 500)
-    span = spans.named("execute_tool echo")
-    args = span.attributes["gen_ai.tool.call.arguments"]
-    result = span.attributes["gen_ai.tool.call.result"]
-    assert "[truncated" in args and "[truncated" in result
-    assert len(result) < 100
-    assert set(span.attributes["spanjudge.truncated"]) >= {"gen_ai.tool.call.result"}
+    echo("y" * 500)  # the second call stages its inputs before the span starts
+    for span in spans.all():
+        args = span.attributes["gen_ai.tool.call.arguments"]
+        result = span.attributes["gen_ai.tool.call.result"]
+        assert "[truncated" in args and "[truncated" in result
+        assert len(result) < 100
+        assert set(span.attributes["spanjudge.truncated"]) == {
+            "gen_ai.tool.call.arguments",
+            "gen_ai.tool.call.result",
+        }
 
 
 def test_redaction_hook_sees_every_captured_value_first(spans: Spans) -> None:

@@ -179,3 +179,23 @@ def test_import_spanjudge_is_light_and_exports_the_tracer() -> None:
     assert heavy == ""
     assert exported == "True spanjudge.tracer.observe"
     assert {"observe", "conversation", "current_span", "configure"} <= set(spanjudge.__all__)
+
+
+def test_example_script_prints_the_captured_spans() -> None:
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "capture_spans.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for name in (
+        "retrieval search",
+        "execute_tool lookup_order",
+        "chat openai/gpt-4o-mini",
+        "invoke_agent support",
+    ):
+        assert name in result.stdout
+    assert "gen_ai.usage.input_tokens = 42" in result.stdout

@@ -288,3 +288,35 @@ async def test_async_llm_stream_of_openai_chunks(spans: Spans) -> None:
     span = spans.named("chat m")
     assert _json(span, "gen_ai.output.messages")[0]["parts"][0]["content"] == "Hello"
     assert span.attributes["gen_ai.usage.output_tokens"] == 2
+
+
+def test_repeated_calls_record_the_same_attributes(spans: Spans) -> None:
+    # From the second call on, inputs go to start_span directly: the result must not change.
+    @observe(kind="llm", model="m")
+    def call(prompt: str) -> dict[str, Any]:
+        if prompt == "hand":
+            current_span().set_usage(input_tokens=1)
+            current_span().set_output("by hand")
+        return {
+            "choices": [{"message": {"content": f"re:{prompt}"}}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 9},
+        }
+
+    @observe(kind="tool")
+    def tool(x: int) -> int:
+        return x
+
+    for prompt in ("one", "two", "hand"):
+        call(prompt)
+    tool(1)
+    tool(2)
+    first, second, hand = (s for s in spans.all() if s.name == "chat m")
+    for span, prompt in ((first, "one"), (second, "two")):
+        assert _json(span, "gen_ai.input.messages")[0]["parts"][0]["content"] == prompt
+        assert _json(span, "gen_ai.output.messages")[0]["parts"][0]["content"] == f"re:{prompt}"
+        assert span.attributes["gen_ai.usage.input_tokens"] == 9
+    assert _json(hand, "gen_ai.output.messages")[0]["parts"][0]["content"] == "by hand"
+    assert hand.attributes["gen_ai.usage.input_tokens"] == 1
+    tools = [s for s in spans.all() if s.name == "execute_tool tool"]
+    assert [_json(s, "gen_ai.tool.call.arguments") for s in tools] == [{"x": 1}, {"x": 2}]
+    assert len({s.attributes["gen_ai.tool.call.id"] for s in tools}) == 2
