@@ -6,6 +6,7 @@ does not pay for protobuf and requests.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -148,7 +149,7 @@ def configure(
 
             wanted.append((key, make_otlp))
         for extra in span_processors:
-            wanted.append((("processor", id(extra)), lambda extra=extra: extra))
+            wanted.append((("processor", id(extra)), functools.partial(_same, extra)))
 
         mine: list[SpanProcessor] = []
         for key, make in wanted:
@@ -159,6 +160,10 @@ def configure(
                 registry[key] = processor
             mine.append(processor)
     return Tracing(provider=provider, processors=mine, owns_provider=owns)
+
+
+def _same(processor: SpanProcessor) -> SpanProcessor:
+    return processor
 
 
 def _env_endpoint() -> str | None:

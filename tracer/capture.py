@@ -210,7 +210,9 @@ if _c_make_encoder is not None:
         return "".join(_encode_chunks(value, 0))
 
 else:  # pragma: no cover - CPython always has the C accelerator
-    _fast_encode = _fast_encoder.encode
+
+    def _fast_encode(value: Any) -> str:
+        return _fast_encoder.encode(value)
 
 
 def dumps(value: Any) -> str:

@@ -251,7 +251,7 @@ class _Plan:
         if isinstance(text, str):
             return messages.text_message_json("user", text)
         if text is None:
-            first = args[self.skip] if len(args) > self.skip else None
+            first: Any = args[self.skip] if len(args) > self.skip else None
             if messages.looks_like_messages(first):
                 return capture.dumps(messages.to_semconv_messages(first))
             text = self.bound(args, kwargs)
