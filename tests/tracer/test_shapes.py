@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import json
 import threading
 import traceback
 from collections.abc import AsyncIterator, Iterator
@@ -459,3 +460,35 @@ def test_unknown_option_and_kind_fail_at_decoration() -> None:
         observe(kind="llm", modle="typo")
     with pytest.raises(ValueError, match="kind"):
         observe(kind="embedding")
+
+
+async def test_sampled_out_calls_carry_the_trace_but_record_nothing(spans: Spans) -> None:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    parent = NonRecordingSpan(
+        SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(TraceFlags.DEFAULT))
+    )
+    seen: list[tuple[int, bool]] = []
+
+    @observe(kind="agent")
+    def agent(question: str) -> str:
+        current = trace.get_current_span()
+        seen.append((current.get_span_context().trace_id, current.is_recording()))
+        return question
+
+    @observe(kind="agent")
+    async def async_agent(question: str) -> str:
+        return agent(question)
+
+    agent("recorded first")  # makes the function "warm"
+    with trace.use_span(parent):
+        assert agent("dropped") == "dropped"
+        assert await async_agent("dropped too") == "dropped too"
+    agent("recorded again")
+    assert seen[1] == (0x1234, False) and seen[2] == (0x1234, False)
+    recorded = [s for s in spans.all() if s.name == "invoke_agent agent"]
+    contents = [
+        json.loads(s.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"]
+        for s in recorded
+    ]
+    assert contents == ["recorded first", "recorded again"]
