@@ -251,22 +251,47 @@ def serialize(value: Any) -> str:
 
 
 # --- PII, redaction, truncation -----------------------------------------------------------------
-_PII_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "<email>"),
-    # 13-19 digits, optionally grouped by spaces or dashes: card numbers (before phones, longer)
-    (re.compile(r"\b(?:\d[ -]?){12,18}\d\b"), "<card>"),
-    (
-        re.compile(r"(?<![\w+])\+?\(?\d{1,4}\)?[ .-]?\(?\d{2,4}\)?(?:[ .-]?\d{2,4}){2,3}\b"),
-        "<phone>",
-    ),
-)
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+# 13-19 digits, optionally grouped by spaces or dashes; masked only when the Luhn check passes,
+# so order numbers and timestamps stay readable.
+_CARD = re.compile(r"(?<![\w])(?:\d[ -]?){12,18}\d(?![\w])")
+# Candidates: a digit run with separators; masked when it has 9-15 digits and is not a date.
+_PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().-]{6,}\d(?![\w])")
+_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = "".join(c for c in match.group() if c.isdigit())
+    return "<card>" if _luhn(digits) else match.group()
+
+
+def _phone(match: re.Match[str]) -> str:
+    text = match.group()
+    digits = sum(c.isdigit() for c in text)
+    if 9 <= digits <= 15 and not _DATE.fullmatch(text.strip()):
+        return "<phone>"
+    return text
 
 
 def mask_pii(text: str) -> str:
-    """Replace emails, card numbers and phone numbers with placeholders."""
-    for pattern, placeholder in _PII_PATTERNS:
-        text = pattern.sub(placeholder, text)
-    return text
+    """Replace emails, card numbers (Luhn-valid) and phone numbers with placeholders.
+
+    >>> mask_pii("jane@example.com or +1 415-555-0132, on 2024-05-01")
+    '<email> or <phone>, on 2024-05-01'
+    """
+    text = _EMAIL.sub("<email>", text)
+    text = _CARD.sub(_card, text)
+    return _PHONE.sub(_phone, text)
 
 
 def finish(key: str, text: str) -> tuple[str, bool]:

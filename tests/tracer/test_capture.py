@@ -88,6 +88,11 @@ def test_pii_patterns_are_opt_in(spans: Spans) -> None:
     assert "555" not in masked and "<phone>" in masked
 
 
+def test_pii_masking_leaves_dates_and_ordinary_numbers_alone() -> None:
+    text = "(415) 555-0132 on 2024-05-01, order 12345, ref 4111-1111-1111-1112"
+    assert capture.mask_pii(text) == ("<phone> on 2024-05-01, order 12345, ref 4111-1111-1111-1112")
+
+
 def test_content_opt_out_by_environment_keeps_ids_scores_and_tokens(
     spans: Spans, monkeypatch: Any
 ) -> None:
