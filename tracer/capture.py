@@ -7,10 +7,10 @@ per-value size limit with a visible marker). The policy is one module-level obje
 reads the environment.
 
 >>> from spanjudge.tracer import capture
->>> capture.set_policy(max_value_length=20)
+>>> _ = capture.set_policy(max_value_length=20)
 >>> capture.finish("k", "x" * 30)[0]
 'xxxxxxxxxxxxxxxxxxxx...[truncated 10 chars]'
->>> capture.reset_policy()
+>>> _ = capture.reset_policy()
 """
 
 from __future__ import annotations

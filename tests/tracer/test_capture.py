@@ -210,3 +210,13 @@ def test_serialize_any_value_gives_a_bounded_string(value: Any) -> None:
         assert len(final) <= 200 + len(capture.TRUNCATION_MARKER) + 20
     finally:
         capture.reset_policy()
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+    import importlib
+
+    for name in ("spanjudge.tracer", "spanjudge.tracer.capture", "spanjudge.tracer.messages"):
+        result = doctest.testmod(importlib.import_module(name))
+        assert result.failed == 0 and result.attempted > 0, name
+    capture.reset_policy()
