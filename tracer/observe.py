@@ -63,6 +63,7 @@ class _Plan:
         "capture_input",
         "capture_output",
         "conv_arg",
+        "conv_from_arg",
         "input_arg",
         "kind",
         "messages_arg",
@@ -121,6 +122,7 @@ class _Plan:
             if "conversation_id_arg" in options
             else _CONVERSATION_NAMES
         )
+        self.conv_from_arg = kind == "agent" and self.conv_arg is not None
         self.tool_call_id_arg = arg(("tool_call_id",))
         self.tool_call_id: str | None = options.get("tool_call_id")
         self.capture_input = bool(options.get("capture_input", True))
@@ -355,6 +357,15 @@ def _begin(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
     return span, attributes
 
 
+def _enter_conversation(plan: _Plan, known: Mapping[str, Any]) -> Any:
+    """An agent given its conversation id as an argument: its children carry the id too."""
+    conv_id = known.get(attrs.GEN_AI_CONVERSATION_ID)
+    current = CONVERSATION.get()
+    if conv_id is None or (current is not None and current[0] == conv_id):
+        return None
+    return CONVERSATION.set((conv_id, known.get(attrs.SPANJUDGE_USER_ID)))
+
+
 def _wrap_function(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -369,15 +380,20 @@ def _wrap_function(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
                 otel_context.detach(token)
                 span.end()
         writes = _context.writes
+        conv_token = _enter_conversation(plan, known) if plan.conv_from_arg else None
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             otel_context.detach(token)
+            if conv_token is not None:
+                CONVERSATION.reset(conv_token)
             _record_error(span, exc)
             span.end()
             raise
         otel_context.detach(token)
+        if conv_token is not None:
+            CONVERSATION.reset(conv_token)
         try:
             # No handle write during the call: what we started the span with is all it has.
             plan.on_end(span, result, known if writes == _context.writes else None)
@@ -396,6 +412,9 @@ def _wrap_coroutine(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
         span, known = _begin(plan, args, kwargs)
         if known is None and not span.get_span_context().is_valid:
             return await fn(*args, **kwargs)
+        conv_token = (
+            _enter_conversation(plan, known) if known is not None and plan.conv_from_arg else None
+        )
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await fn(*args, **kwargs)
@@ -410,6 +429,8 @@ def _wrap_coroutine(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
             return result
         finally:
             otel_context.detach(token)
+            if conv_token is not None:
+                CONVERSATION.reset(conv_token)
             span.end()
 
     return wrapper

@@ -320,3 +320,27 @@ def test_repeated_calls_record_the_same_attributes(spans: Spans) -> None:
     tools = [s for s in spans.all() if s.name == "execute_tool tool"]
     assert [_json(s, "gen_ai.tool.call.arguments") for s in tools] == [{"x": 1}, {"x": 2}]
     assert len({s.attributes["gen_ai.tool.call.id"] for s in tools}) == 2
+
+
+async def test_conversation_id_argument_reaches_the_agents_children(spans: Spans) -> None:
+    @observe(kind="tool")
+    def tool() -> int:
+        return 1
+
+    @observe(kind="agent")
+    def agent(question: str, session_id: str | None = None) -> str:
+        tool()
+        return question
+
+    @observe(kind="agent")
+    async def async_agent(question: str, conversation_id: str) -> str:
+        tool()
+        return question
+
+    agent("q", session_id="s-1")
+    await async_agent("q", conversation_id="c-2")
+    agent("q")
+    tool()
+    ids = [s.attributes.get("gen_ai.conversation.id") for s in spans.all()]
+    # tool, agent, tool, async agent, tool, agent (no id), tool outside any agent
+    assert ids == ["s-1", "s-1", "c-2", "c-2", None, None, None]
