@@ -65,7 +65,9 @@ def test_failing_redaction_hook_withholds_the_value(spans: Spans) -> None:
     def tool(secret: str) -> str:
         return secret
 
+    before = capture.failures
     assert tool("hunter2") == "hunter2"
+    assert capture.failures > before  # counted, never raised
     span = spans.named("execute_tool tool")
     assert span.attributes["gen_ai.tool.call.arguments"] == capture.REDACTION_FAILED
     assert "hunter2" not in json.dumps(dict(span.attributes))
@@ -220,3 +222,25 @@ def test_docstring_examples_run() -> None:
         result = doctest.testmod(importlib.import_module(name))
         assert result.failed == 0 and result.attempted > 0, name
     capture.reset_policy()
+
+
+class ExplodingModel:
+    model_fields: ClassVar[dict[str, Any]] = {}
+
+    def model_dump(self) -> dict[str, Any]:
+        raise RuntimeError("broken model")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("broken iter")
+
+
+def test_objects_that_explode_while_captured_do_not_reach_the_app(spans: Spans) -> None:
+    @observe(kind="agent")
+    def agent(thing: Any) -> Any:
+        return thing
+
+    thing = ExplodingModel()
+    assert agent(thing) is thing
+    span = spans.named("invoke_agent agent")
+    assert "ExplodingModel" in span.attributes["gen_ai.input.messages"]
+    assert "ExplodingModel" in span.attributes["gen_ai.output.messages"]
