@@ -32,21 +32,25 @@ def text_message(role: str, text: str, finish_reason: str | None = None) -> Mess
     return message
 
 
+_TEXT_OPEN = ',"parts":[{"type":"text","content":'
+# the JSON up to the text for the two roles the decorator writes on every call
+_OPEN_BY_ROLE = {role: '[{"role":"' + role + '"' + _TEXT_OPEN for role in ("user", "assistant")}
+_STOP_TAIL = '}],"finish_reason":"stop"}]'
+
+
 def text_message_json(role: str, text: str, finish_reason: str | None = None) -> str:
     """``[text_message(...)]`` as JSON, built without a general encoder pass (hot path)."""
     if len(text) > capture.POLICY.max_value_length:
         # long text: the careful path cuts the string inside, so the JSON stays valid
         return capture.dumps([text_message(role, text, finish_reason)])
-    tail = ',"finish_reason":' + encode_basestring(finish_reason) if finish_reason else ""
-    return (
-        '[{"role":'
-        + encode_basestring(role)
-        + ',"parts":[{"type":"text","content":'
-        + encode_basestring(text)
-        + "}]"
-        + tail
-        + "}]"
-    )
+    head = _OPEN_BY_ROLE.get(role) or '[{"role":' + encode_basestring(role) + _TEXT_OPEN
+    if finish_reason is None:
+        tail = "}]}]"
+    elif finish_reason == "stop":
+        tail = _STOP_TAIL
+    else:
+        tail = '}],"finish_reason":' + encode_basestring(finish_reason) + "}]"
+    return head + encode_basestring(text) + tail
 
 
 def _content_parts(content: Any) -> list[dict[str, Any]]:

@@ -64,6 +64,7 @@ class _Plan:
         "capture_output",
         "conv_arg",
         "conv_from_arg",
+        "fixed",
         "input_arg",
         "kind",
         "messages_arg",
@@ -159,6 +160,8 @@ class _Plan:
         self.static = static
         if kind != "llm" or model:
             self.model_arg = None  # the name is fixed; no per-call model lookup
+        # No argument can change the span name or the start attributes (conversation() can).
+        self.fixed = self.model_arg is None and self.conv_arg is None
 
     # --- per call -----------------------------------------------------------------------------
     def start_attributes(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +339,12 @@ def _begin(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
 
     The second item is ``None`` when the span is not recording.
     """
-    attributes = plan.start_attributes(args, kwargs)
+    if plan.fixed and CONVERSATION.get() is None:
+        attributes = plan.static  # nothing about this call changes the name or the start set
+        name = plan.span_name
+    else:
+        attributes = plan.start_attributes(args, kwargs)
+        name = plan.call_span_name(attributes)
     warm = plan.warm
     if warm:
         try:
@@ -344,7 +352,7 @@ def _begin(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
         except Exception as failure:
             capture.note_failure(failure)
     tracer = _tracer or _get_tracer()
-    span = tracer.start_span(plan.call_span_name(attributes), attributes=attributes)
+    span = tracer.start_span(name, attributes=attributes)
     if not span.is_recording():
         plan.warm = False
         return span, None
