@@ -47,12 +47,29 @@ def output_json(value: Any) -> str:
     return capture.dumps(msgs)
 
 
+_POSITION_REFS = tuple(f'{{"id":"{i}"}}' for i in range(256))
+
+
 def write_documents(span: Any, documents: Any, out: dict[str, Any], content: bool) -> None:
     """``gen_ai.retrieval.documents`` (id, score) and, with content on, their text."""
     if documents is None:
         return
     if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
         documents = [documents]
+    if (
+        type(documents) is list
+        and len(documents) <= len(_POSITION_REFS)
+        and all(type(doc) is str for doc in documents)
+    ):
+        # plain texts (the common retriever return): ids are positions, no scores
+        put(
+            out,
+            attrs.GEN_AI_RETRIEVAL_DOCUMENTS,
+            "[" + ",".join(_POSITION_REFS[: len(documents)]) + "]",
+        )
+        if content:
+            put(out, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT, capture.dumps(documents))
+        return
     refs: list[dict[str, Any]] = []
     texts: list[Any] = []
     for i, doc in enumerate(documents):

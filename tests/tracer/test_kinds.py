@@ -344,3 +344,18 @@ async def test_conversation_id_argument_reaches_the_agents_children(spans: Spans
     ids = [s.attributes.get("gen_ai.conversation.id") for s in spans.all()]
     # tool, agent, tool, async agent, tool, agent (no id), tool outside any agent
     assert ids == ["s-1", "s-1", "c-2", "c-2", None, None, None]
+
+
+def test_retriever_of_plain_strings_uses_positions_as_ids(spans: Spans) -> None:
+    @observe(kind="retriever")
+    def search(query: str) -> list[str]:
+        return ['first "quoted"', "second"]
+
+    search("q")
+    search("q")
+    for span in spans.all():
+        assert _json(span, "gen_ai.retrieval.documents") == [{"id": "0"}, {"id": "1"}]
+        assert _json(span, "spanjudge.retrieval.documents.content") == [
+            'first "quoted"',
+            "second",
+        ]
