@@ -1,0 +1,305 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for tests, benchmarks and
+the offline demo. It is not a model: it answers by rules, so the whole judge path (litellm, HTTP,
+JSON parsing, retries) runs without a network.
+
+::
+
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"claims": ["The sky is blue."]}, schema="Claims")
+        server.add_rule(Fault.status(429, retry_after=0), times=1)   # first call rate-limited
+        judge = server.judge()
+        obj, usage = judge.generate("...", Claims)
+
+Rules are tried in the order added; the first that matches answers (a rule whose ``times`` ran
+out is passed over). A request matches on ``schema`` (the name in ``response_format``),
+``contains`` (a substring of the prompt) and ``match`` (a predicate), all that are given.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pydantic import BaseModel
+
+
+@dataclass
+class ScriptedRequest:
+    """What a rule sees of a request."""
+
+    prompt: str
+    schema_name: str | None
+    model: str
+    body: dict[str, Any]
+    status: int = 0  # filled in once answered
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure to answer with instead of content."""
+
+    kind: str
+    code: int = 500
+    retry_after: float | None = None
+    seconds: float = 0.0
+    text: str = ""
+
+    @classmethod
+    def status(cls, code: int, retry_after: float | None = None) -> Fault:
+        """Answer with this HTTP status (429, 500, 503...), optionally with Retry-After."""
+        return cls("status", code=code, retry_after=retry_after)
+
+    @classmethod
+    def hang(cls, seconds: float = 30.0) -> Fault:
+        """Sleep before answering (long enough for the client to time out)."""
+        return cls("hang", seconds=seconds)
+
+    @classmethod
+    def malformed(cls, text: str = '{"claims": [') -> Fault:
+        """Answer 200 with this content, which is not valid JSON for the schema."""
+        return cls("malformed", text=text)
+
+
+Respond = Any  # dict | BaseModel | str | Callable[[ScriptedRequest], Any] | Fault
+
+
+@dataclass
+class _Rule:
+    respond: Respond
+    schema: str | None = None
+    contains: str | None = None
+    match: Callable[[ScriptedRequest], bool] | None = None
+    times: int | None = None
+    latency: float = 0.0
+    used: int = 0
+
+    def applies(self, request: ScriptedRequest) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        if self.schema is not None and request.schema_name != self.schema:
+            return False
+        if self.contains is not None and self.contains not in request.prompt:
+            return False
+        return self.match is None or bool(self.match(request))
+
+
+@dataclass
+class _State:
+    rules: list[_Rule] = field(default_factory=list)
+    requests: list[ScriptedRequest] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+class ScriptedJudgeServer:
+    """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (random port)."""
+
+    def __init__(self, *, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.latency = latency
+        self._state = _State()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0) or 0)
+                raw = self.rfile.read(length)
+                server._handle(self, raw)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> ScriptedJudgeServer:
+        if not self._started:
+            self._thread.start()
+            self._started = True
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._started:
+            self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedJudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def judge(self, model: str = "openai/scripted-judge", **options: Any) -> Any:
+        """A :class:`LiteLLMJudge` pointed at this server."""
+        from spanjudge.evaluators.judges.litellm_judge import LiteLLMJudge
+
+        options.setdefault("api_key", "sk-scripted-not-a-real-key")
+        return LiteLLMJudge(model, api_base=self.base_url, **options)
+
+    # ------------------------------------------------------------------ script
+    def add_rule(
+        self,
+        respond: Respond,
+        *,
+        schema: str | None = None,
+        contains: str | None = None,
+        match: Callable[[ScriptedRequest], bool] | None = None,
+        times: int | None = None,
+        latency: float = 0.0,
+    ) -> ScriptedJudgeServer:
+        with self._lock:
+            self._state.rules.append(_Rule(respond, schema, contains, match, times, latency))
+        return self
+
+    def clear(self) -> None:
+        with self._lock:
+            self._state = _State()
+
+    @property
+    def requests(self) -> list[ScriptedRequest]:
+        with self._lock:
+            return list(self._state.requests)
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._state.max_in_flight
+
+    # ------------------------------------------------------------------ serving
+    def _handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        try:
+            body = json.loads(raw or b"{}")
+            messages = body.get("messages") or []
+            prompt = "\n\n".join(
+                m.get("content")
+                if isinstance(m.get("content"), str)
+                else json.dumps(m.get("content"))
+                for m in messages
+                if isinstance(m, dict)
+            )
+            response_format = body.get("response_format") or {}
+            schema_name = (response_format.get("json_schema") or {}).get("name")
+        except (ValueError, AttributeError):
+            self._reply(handler, 400, {"error": {"message": "body is not a chat request"}})
+            return
+        request = ScriptedRequest(prompt, schema_name, str(body.get("model", "")), body)
+        with self._lock:
+            self._state.requests.append(request)
+            self._state.in_flight += 1
+            self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
+            rule = next((r for r in self._state.rules if r.applies(request)), None)
+            if rule is not None:
+                rule.used += 1
+        try:
+            delay = self.latency + (rule.latency if rule else 0.0)
+            if delay:
+                self._stopping.wait(delay)
+            if rule is None:
+                request.status = 500
+                self._reply(
+                    handler, 500, {"error": {"message": f"no rule matched (schema {schema_name})"}}
+                )
+                return
+            respond = rule.respond
+            if callable(respond) and not isinstance(respond, (Fault, BaseModel)):
+                respond = respond(request)
+            if isinstance(respond, Fault):
+                self._fault(handler, request, respond)
+                return
+            if isinstance(respond, BaseModel):
+                content = respond.model_dump_json()
+            elif isinstance(respond, (dict, list)):
+                content = json.dumps(respond)
+            else:
+                content = str(respond)
+            request.status = 200
+            self._reply(handler, 200, self._completion(request, content))
+        finally:
+            with self._lock:
+                self._state.in_flight -= 1
+
+    def _fault(
+        self, handler: BaseHTTPRequestHandler, request: ScriptedRequest, fault: Fault
+    ) -> None:
+        if fault.kind == "hang":
+            self._stopping.wait(fault.seconds)
+            request.status = 599
+            try:
+                self._reply(handler, 500, {"error": {"message": "hung"}})
+            except OSError:
+                pass  # the client gave up long ago
+            return
+        if fault.kind == "malformed":
+            request.status = 200
+            self._reply(handler, 200, self._completion(request, fault.text))
+            return
+        request.status = fault.code
+        headers = {}
+        if fault.retry_after is not None:
+            headers["Retry-After"] = str(fault.retry_after)
+        self._reply(
+            handler,
+            fault.code,
+            {"error": {"message": f"scripted {fault.code}", "type": "scripted"}},
+            headers,
+        )
+
+    @staticmethod
+    def _completion(request: ScriptedRequest, content: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-scripted-{int(time.time() * 1000)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model.split("/", 1)[-1] or "scripted-judge",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": _tokens(request.prompt),
+                "completion_tokens": _tokens(content),
+                "total_tokens": _tokens(request.prompt) + _tokens(content),
+            },
+        }
+
+    @staticmethod
+    def _reply(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except OSError:
+            pass  # client disconnected (timed out)
