@@ -139,12 +139,12 @@ class LiteLLMJudge(Judge):
             return JudgeTimeoutError(message)
         if isinstance(exc, litellm.RateLimitError) or status == 429:
             return JudgeRateLimitError(message, retry_after=_retry_after(exc))
-        if isinstance(exc, litellm.APIConnectionError) and not isinstance(status, int):
+        # litellm reports a refused connection as a 500 "Connection error."; it is not one
+        text = str(exc).lower()
+        if isinstance(exc, litellm.APIConnectionError) or "connection error" in text:
             return JudgeConnectionError(message)
         if isinstance(status, int) and status >= 500:
             return JudgeServerError(message, retry_after=_retry_after(exc))
-        if isinstance(exc, litellm.APIConnectionError):
-            return JudgeConnectionError(message)
         return JudgeError(message)
 
     def _answer(self, response: Any) -> tuple[str, Usage]:
