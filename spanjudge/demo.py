@@ -40,7 +40,7 @@ def _rules(judge: Any) -> list[Any]:
         Rule(FaithfulnessMetric(threshold=0.7, model=judge), target="llm", name=RULE_FAITHFULNESS),
         Rule(BiasMetric(threshold=0.5, model=judge), target="agent", name=RULE_BIAS),
         Rule(
-            TopicAdherenceMetric(relevant_topics=RELEVANT_TOPICS, threshold=0.7, model=judge),
+            TopicAdherenceMetric(relevant_topics=RELEVANT_TOPICS, threshold=0.8, model=judge),
             target="conversation",
             name=RULE_TOPICS,
         ),

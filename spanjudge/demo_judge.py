@@ -131,12 +131,19 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def _json_list(text: str) -> list[str]:
-    start = text.find("[")
+def _json_value(text: str, opener: str) -> Any:
+    """The first JSON value starting at ``opener`` in ``text`` (text after it is ignored)."""
+    start = text.find(opener)
+    if start < 0:
+        return None
     try:
-        value = json.loads(text[start:]) if start >= 0 else []
+        return json.JSONDecoder().raw_decode(text[start:])[0]
     except json.JSONDecodeError:
-        return []
+        return None
+
+
+def _json_list(text: str) -> list[str]:
+    value = _json_value(text, "[")
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
@@ -214,9 +221,11 @@ def _topic_verdict(request: Any) -> dict[str, Any]:
     topics = _words(topics_line.replace("Relevant topics:", ""))
     question = _section(prompt, "\nQuestion: ").split("\nResponse: ")[0]
     response = _section(prompt, "\nResponse: ")
-    # crude stemming so "ship" matches "shipping" and "refund" matches "refunds"
-    stems = {t[:5] for t in topics}
-    relevant = any(w[:5] in stems for w in _words(question))
+    # crude stemming: a question word is on topic when a topic word starts with its first four
+    # letters ("ship" -> "shipping", "refund" -> "refunds")
+    relevant = any(
+        len(w) >= 4 and any(t.startswith(w[:4]) for t in topics) for w in _words(question)
+    )
     declined = any(r in response.lower() for r in _REFUSALS)
     if relevant and not declined:
         return {"verdict": "TP", "reason": "On-topic question, answered."}
@@ -231,9 +240,17 @@ def _reason(request: Any) -> dict[str, Any]:
     prompt = request.prompt
     match = re.search(r"score is (\d+\.\d+)", prompt)
     score = match.group(1) if match else "?"
-    items = _json_list(prompt[prompt.find("[") :]) if "[" in prompt else []
-    detail = f": {items[0]}" if items else "."
-    return {"reason": f"The score is {score}{detail}"}
+    if "Counts:" in prompt:  # topic adherence: name what went wrong
+        counts = _json_value(prompt[prompt.find("Counts:") :], "{") or {}
+        table = _json_value(prompt[prompt.find("Reasons per label:") :], "{") or {}
+        wrong = [f"{label}: {table[label][0]}" for label in ("FP", "FN") if table.get(label)]
+        detail = "; ".join(wrong) if wrong else "every question was handled as it should be"
+        summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        return {"reason": f"The score is {score} ({summary}). {detail}"}
+    items = _json_list(prompt[prompt.find("were:") :] if "were:" in prompt else prompt)
+    if items:
+        return {"reason": f"The score is {score} because: {items[0]}"}
+    return {"reason": f"The score is {score}; nothing in the answer was flagged."}
 
 
 def start_offline_judge(latency: float = 0.0) -> ScriptedJudgeServer:
