@@ -84,7 +84,11 @@ class WorkerSettings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]
-        cls, settings_cls: Any, init_settings: Any, env_settings: Any, dotenv_settings: Any,
+        cls,
+        settings_cls: Any,
+        init_settings: Any,
+        env_settings: Any,
+        dotenv_settings: Any,
         file_secret_settings: Any,
     ) -> tuple[Any, ...]:
         # environment beats the file: a container overrides one key without editing the file
