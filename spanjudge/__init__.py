@@ -29,7 +29,24 @@ __all__ = [
 
 # name -> module that defines it; loaded on first attribute access (PEP 562) so that the
 # tracer's import path never pulls in pydantic models, SQLite, litellm or APScheduler.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    # evaluation (pydantic, judges: loaded on first use)
+    "LLMTestCase": "spanjudge.evaluators.test_case",
+    "ConversationalTestCase": "spanjudge.evaluators.test_case",
+    "Turn": "spanjudge.evaluators.test_case",
+    "ToolCall": "spanjudge.evaluators.test_case",
+    "FaithfulnessMetric": "spanjudge.evaluators.metrics",
+    "BiasMetric": "spanjudge.evaluators.metrics",
+    "TopicAdherenceMetric": "spanjudge.evaluators.metrics",
+    "LiteLLMJudge": "spanjudge.evaluators.judges",
+    "evaluate": "spanjudge.evaluators.evaluate",
+    # online evaluation
+    "Rule": "spanjudge.evaluators.online.rules",
+    "SpanFilter": "spanjudge.evaluators.online.rules",
+    "Monitor": "spanjudge.evaluators.online.monitor",
+    "monitor": "spanjudge.evaluators.online.monitor",
+    "open_store": "spanjudge.exporters.store",
+}
 
 
 def __getattr__(name: str) -> Any:
