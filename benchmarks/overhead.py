@@ -296,6 +296,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             child.fail("error", f"shutdown: {exc}\n{child.stderr_tail()}".strip())
 
     info["loadavg_at_end"] = list(os.getloadavg())
+    info["packages"] = {c.name: c.ready.get("info", {}).get("packages")
+                        for c in children if c.ready}
     return report(args, info, children)
 
 
@@ -317,6 +319,14 @@ def report(args: argparse.Namespace, info: dict[str, Any],
             entry["variants"] = summarize(child.rounds)
         if child.done:
             entry["shutdown"] = child.done
+            calls = child.done.get("calls_by_variant", {})
+            exported = child.done.get("spans_exported")
+            if child.name.startswith("spanjudge_") and exported is not None:
+                # Every non-baseline variant of an SDK runner makes exactly one span per call;
+                # fewer exported spans would mean the batch queue dropped some.
+                expected = sum(v for k, v in calls.items() if k != "undecorated")
+                entry["spans_expected"] = expected
+                entry["spans_dropped"] = expected - exported
         runs[child.name] = entry
 
     def variants(name: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 UNDECORATED = "undecorated"
+WARMUP = 200  # calls per variant before any timing
 
 # What every runner decorates: a trivial function with one short string argument, returning
 # a short string, so a tracer's argument/return capture has real (small) content to record.
@@ -63,6 +64,8 @@ class Setup:
     sample: Callable[[], Any] | None = None
     # Variants that could not be set up: name -> error text. Reported, never dropped.
     errors: dict[str, str] = field(default_factory=dict)
+    # Calls made per variant (warm-up included), to check exported span counts against.
+    calls: dict[str, int] = field(default_factory=dict)
 
 
 def protect_stdout() -> TextIO:
@@ -124,6 +127,8 @@ def run_round(setup: Setup, n: int, round_index: int, slices: int = 10) -> dict[
             spent[name] += _time_ns(setup.variants[name], chunk, setup.flush)
     if not names:
         base_spent["_"] = _time_ns(base_fn, calls, None)
+    for name in names:
+        setup.calls[name] = setup.calls.get(name, 0) + calls
     per_call = {name: spent[name] / calls / 1000.0 for name in names}
     overhead = {name: (spent[name] - base_spent[name]) / calls / 1000.0 for name in names}
     per_call[UNDECORATED] = statistics.median(v / calls / 1000.0 for v in base_spent.values())
@@ -226,8 +231,9 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     samples: dict[str, Any] = {}
     for name, fn in list(setup.variants.items()):
         try:
-            for _ in range(200):
+            for _ in range(WARMUP):
                 fn(ARGUMENT)
+            setup.calls[name] = setup.calls.get(name, 0) + WARMUP
             if setup.flush is not None:
                 setup.flush()
             if setup.sample is not None:
@@ -245,6 +251,7 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     if args.standalone:
         rounds = [run_round(setup, args.n, i, args.slices) for i in range(args.repeats)]
         extra = setup.shutdown() if setup.shutdown is not None else {}
+        extra["calls_by_variant"] = setup.calls
         _emit(out, {"event": "summary", "info": setup.info, "errors": setup.errors,
                     "n": args.n, "repeats": args.repeats, "variants": summarize(rounds),
                     "shutdown": extra})
@@ -265,6 +272,7 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
             _emit(out, {"event": "round", **result})
         elif command["cmd"] == "quit":
             extra = setup.shutdown() if setup.shutdown is not None else {}
+            extra["calls_by_variant"] = setup.calls
             _emit(out, {"event": "done", "shutdown": extra})
             return 0
     return 0
