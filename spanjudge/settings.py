@@ -57,6 +57,7 @@ class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPANJUDGE_", extra="forbid")
 
     store_url: str = "sqlite:///./spanjudge.db"
+    store_schema: str | None = None  # PostgreSQL: keep the tables in this schema
     mode: Literal["child-span", "enrich"] = "child-span"
     receiver_host: str = "127.0.0.1"
     receiver_port: int = Field(4318, ge=0, le=65535)

@@ -185,7 +185,10 @@ class Worker:
             span_exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
         self.span_exporter = span_exporter
         self.resource = Resource.create({SERVICE_NAME: settings.service_name})
-        self.store = open_store(settings.store_url)
+        store_options: dict[str, Any] = {}
+        if settings.store_schema is not None:
+            store_options["schema"] = settings.store_schema
+        self.store = open_store(settings.store_url, **store_options)
         self.emitter = ScoreEmitter(
             span_exporter=span_exporter, resource=self.resource, telemetry=self.telemetry
         )
@@ -269,11 +272,23 @@ class Worker:
             len(self.rules),
             _safe_url(self.settings.store_url),
         )
+        import asyncio
+        import signal
+
+        def stop(signum: int, frame: Any) -> None:
+            # uvicorn stops accepting, finishes the requests in flight, then serve() returns
+            server.should_exit = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            # uvicorn installs SIGTERM/SIGINT handlers: it stops accepting, finishes requests
-            server.run()
+            # our handlers, not uvicorn's: uvicorn re-raises the signal after shutdown, which
+            # would end the process before the monitor's jobs and the exporters are flushed
+            asyncio.run(server._serve())
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.shutdown()
+        logger.warning("spanjudge worker stopped")
         return 0
 
 
