@@ -1,0 +1,137 @@
+"""Worker configuration: file + env, errors naming the bad key, rules from config and entry points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spanjudge.settings import ConfigError, load_settings
+from spanjudge.worker import build_rules
+from tests.worker.rules_module import NO_JUDGE, custom_case
+
+TOML = """
+store_url = "sqlite:///x.db"
+receiver_port = 4319
+judge_model = "openai/scripted-judge"
+
+[[rules]]
+metric = "faithfulness"
+target = "llm"
+sample_rate = 0.25
+params = { threshold = 0.6 }
+filter = { service = "support-bot" }
+"""
+
+YAML = """
+store_url: postgresql://postgres@127.0.0.1:5432/test
+mode: child-span
+rules:
+  - metric: bias
+    target: agent
+  - metric: topic_adherence
+    target: conversation
+    params: {relevant_topics: [orders]}
+"""
+
+
+def test_toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPANJUDGE_STORE_URL", raising=False)
+    path = tmp_path / "w.toml"
+    path.write_text(TOML)
+    settings = load_settings(path)
+    assert settings.receiver_port == 4319
+    assert settings.receiver_host == "127.0.0.1"
+    assert settings.rules[0].sample_rate == 0.25
+    rules = build_rules(settings, NO_JUDGE)
+    assert len(rules) == 1
+    assert rules[0].target == "llm"
+
+
+def test_yaml_file_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(YAML)
+    monkeypatch.setenv("SPANJUDGE_RECEIVER_PORT", "9999")
+    monkeypatch.setenv("SPANJUDGE_SERVICE_NAME", "judge-svc")
+    monkeypatch.setenv("SPANJUDGE_STORE_URL", "sqlite:///env.db")
+    settings = load_settings(path)
+    assert settings.receiver_port == 9999
+    assert settings.service_name == "judge-svc"
+    assert settings.store_url == "sqlite:///env.db"  # env beats the file
+    assert [r.metric for r in settings.rules] == ["bias", "topic_adherence"]
+    assert len(build_rules(settings, NO_JUDGE)) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("recever_port = 1\n", "recever_port: unknown key"),
+        ('receiver_port = "abc"\n', "receiver_port"),
+        ('[[rules]]\nmetric = "toxicity"\n', "rules.0.metric"),
+        ('[[rules]]\nmetric = "bias"\ntarget = "tool"\n', "rules.0.target"),
+        ('[[rules]]\nmetric = "bias"\nsample_rate = 1.5\n', "rules.0.sample_rate"),
+        ('[[rules]]\nmetric = "bias"\ncolour = 1\n', "rules.0.colour: unknown key"),
+    ],
+)
+def test_errors_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert key in str(info.value)
+
+
+def test_env_wrong_type_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPANJUDGE_CONCURRENCY", "many")
+    with pytest.raises(ConfigError, match="concurrency"):
+        load_settings(None)
+
+
+def test_not_toml(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text("this is = = not toml")
+    with pytest.raises(ConfigError, match="not valid"):
+        load_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("no_colon", "expected 'module:function'"),
+        ("tests.worker.nope:make", "cannot import module"),
+        ("tests.worker.rules_module:missing", "has no attribute 'missing'"),
+        ("tests.worker.rules_module:broken", "raised: cannot build rules"),
+    ],
+)
+def test_bad_entry_point(entry: str, message: str) -> None:
+    settings = load_settings(None, rules_entrypoint=entry)
+    with pytest.raises(ConfigError, match="rules_entrypoint") as info:
+        build_rules(settings, NO_JUDGE)
+    assert message in str(info.value)
+
+
+def test_rules_from_entry_point_with_custom_build_case() -> None:
+    settings = load_settings(None, rules_entrypoint="tests.worker.rules_module:make_rules")
+    rules = build_rules(settings, NO_JUDGE)
+    assert [r.name for r in rules] == ["custom"]
+    assert rules[0].build_case is custom_case
+
+
+def test_build_case_from_config_and_bad_build_case() -> None:
+    rule = {"metric": "bias", "build_case": "tests.worker.rules_module:custom_case"}
+    rules = build_rules(load_settings(None, rules=[rule]), NO_JUDGE)
+    assert rules[0].build_case is custom_case
+    bad = {"metric": "bias", "build_case": "tests.worker.rules_module:nothing"}
+    with pytest.raises(ConfigError, match=r"rules\.0\.build_case"):
+        build_rules(load_settings(None, rules=[bad]), NO_JUDGE)
+
+
+def test_bad_metric_params_name_the_rule() -> None:
+    rule = {"metric": "bias", "params": {"no_such_param": 1}}
+    with pytest.raises(ConfigError, match=r"rules\.0\.params"):
+        build_rules(load_settings(None, rules=[rule]), NO_JUDGE)
+
+
+def test_no_rules_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="no rules"):
+        build_rules(load_settings(None), NO_JUDGE)
