@@ -1,4 +1,4 @@
-"""Worker configuration: file + env, errors naming the bad key, rules from config and entry points."""
+"""Worker configuration: file + env, errors naming the bad key, entry-point rules."""
 
 from __future__ import annotations
 
