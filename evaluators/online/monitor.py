@@ -453,7 +453,16 @@ class Monitor:
         return self.store.results(**query)
 
     def _backlog(self) -> Any:
-        return self.store.stats(now=self.clock())
+        # Telemetry's backlog callback contract: ({state: count}, oldest age or None)
+        stats = self.store.stats(now=self.clock())
+        counts = {
+            "pending": stats.pending,
+            "leased": stats.leased,
+            "failed": stats.failed,
+            "unplanned_traces": stats.unplanned_traces,
+            "unplanned_conversations": stats.unplanned_conversations,
+        }
+        return counts, stats.oldest_pending_age_seconds
 
 
 def _utcnow() -> Any:
