@@ -12,6 +12,7 @@ import httpx
 from google.protobuf import json_format
 
 from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.exporters import metric_names as mn
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config, count_spans, split_request
@@ -102,11 +103,19 @@ def test_worker_scores_demo_traffic_as_child_spans(
         assert sorted(faith_parents) == sorted(set(faith_parents))
 
         metrics = httpx.get(worker.url + "/metrics").text
-        assert "spanjudge" in metrics or "gen_ai" in metrics
-        received_lines = [
-            line for line in metrics.splitlines() if "receiv" in line and not line.startswith("#")
-        ]
-        assert received_lines, metrics[:2000]
+        samples = [line for line in metrics.splitlines() if line and not line.startswith("#")]
+        # Prometheus names: dots become underscores (counters get _total, histograms _bucket)
+        for name in (
+            mn.EVALUATION_SCORE,
+            mn.EVALUATIONS,
+            mn.JUDGE_CALLS,
+            mn.JUDGE_TOKENS,
+            mn.BACKLOG,
+            mn.RECEIVER_REQUESTS,
+            mn.RECEIVER_SPANS,
+        ):
+            prom = name.replace(".", "_")
+            assert any(line.startswith(prom) for line in samples), (name, metrics[:3000])
 
         assert worker.terminate() == 0
         assert count_spans(demo_request) > 0
