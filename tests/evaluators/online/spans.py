@@ -1,13 +1,12 @@
 """Hand-built SpanRecords in the shapes our tracer writes (tracer/attributes.py) and in the
-shapes other instrumentations write, plus stand-in metrics with H4's required-field contract."""
+shapes other instrumentations write."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, ClassVar
+from typing import Any
 
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -129,37 +128,3 @@ class Trace:
             a[attrs.GEN_AI_TOOL_CALL_RESULT] = json.dumps(result)
         a.update(extra)
         return self.span(attrs.span_name("tool", name), parent, a)
-
-
-# --- stand-in metrics (the real ones need the judge package, not committed yet) ------------
-class StubMetric:
-    """H4's metric contract where rebuild and rules use it: name, conversational,
-    required_fields, missing_fields(case), clone()."""
-
-    name: ClassVar[str] = "stub"
-    conversational: ClassVar[bool] = False
-    required_fields: ClassVar[tuple[str, ...]] = ("input", "actual_output")
-
-    def missing_fields(self, case: Any) -> list[str]:
-        expected = ConversationalTestCase if self.conversational else LLMTestCase
-        if not isinstance(case, expected):
-            return list(self.required_fields)
-        return [f for f in self.required_fields if getattr(case, f, None) in (None, [])]
-
-    def clone(self) -> StubMetric:
-        return type(self)()
-
-
-class FaithfulnessStub(StubMetric):
-    name = "faithfulness"
-    required_fields = ("input", "actual_output", "retrieval_context")
-
-
-class BiasStub(StubMetric):
-    name = "bias"
-
-
-class TopicAdherenceStub(StubMetric):
-    name = "topic_adherence"
-    conversational = True
-    required_fields = ("turns",)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import (
     MAX_FIELD_CHARS,
     MAX_RAW_CHARS,
@@ -22,13 +23,7 @@ from spanjudge.evaluators.online import (
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.tracer import attributes as attrs
-from tests.evaluators.online.spans import (
-    BiasStub,
-    FaithfulnessStub,
-    TopicAdherenceStub,
-    Trace,
-    semconv_messages,
-)
+from tests.evaluators.online.spans import Trace, semconv_messages
 
 
 def _only(rule: Rule, spans: list[SpanRecord]) -> Target:
@@ -73,10 +68,10 @@ def test_find_targets_per_type() -> None:
     )
     kind_only = trace.span("my_llm", s["agent"], {attrs.SPANJUDGE_KIND: "llm"})
     openllmetry = trace.span("openai.chat", s["agent"], {attrs.LLM_REQUEST_TYPE: "chat"})
-    llm_ids = [t.target_id for t in find_targets(Rule(BiasStub(), target="llm"), trace.spans)]
+    llm_ids = [t.target_id for t in find_targets(Rule(BiasMetric(), target="llm"), trace.spans)]
     assert llm_ids == [s["llm"].span_id, completion.span_id, kind_only.span_id, openllmetry.span_id]
 
-    (agent,) = find_targets(Rule(BiasStub(), target="agent"), trace.spans)
+    (agent,) = find_targets(Rule(BiasMetric(), target="agent"), trace.spans)
     assert (agent.target_type, agent.target_id, agent.span_id) == (
         "agent",
         s["agent"].span_id,
@@ -85,32 +80,32 @@ def test_find_targets_per_type() -> None:
     assert agent.trace_id == trace.trace_id and agent.service_name == "shop"
     assert agent.end_unix_nano == s["agent"].end_time_unix_nano
 
-    (whole,) = find_targets(Rule(BiasStub(), target="trace"), trace.spans)
+    (whole,) = find_targets(Rule(BiasMetric(), target="trace"), trace.spans)
     assert (whole.target_id, whole.span_id) == (trace.trace_id, s["agent"].span_id)
     assert whole.end_unix_nano == max(x.end_time_unix_nano for x in trace.spans)
 
-    rule = Rule(TopicAdherenceStub(), target="conversation")
+    rule = Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation")
     assert find_targets(rule, trace.spans) == []
 
 
 def test_no_trace_target_until_the_root_arrives() -> None:
     trace, s = _rag_turn()
     without_root = [x for x in trace.spans if x is not s["agent"]]
-    assert find_targets(Rule(BiasStub(), target="trace"), without_root) == []
+    assert find_targets(Rule(BiasMetric(), target="trace"), without_root) == []
 
 
 def test_llm_target_inherits_the_conversation_id_of_its_agent() -> None:
     trace = Trace()
     agent = trace.agent(conversation_id="conv-9")
     trace.llm(parent=agent)
-    (target,) = find_targets(Rule(BiasStub(), target="llm"), trace.spans)
+    (target,) = find_targets(Rule(BiasMetric(), target="llm"), trace.spans)
     assert target.conversation_id == "conv-9"
 
 
 # ----------------------------------------------------------------------------- our shapes
 def test_llm_case_from_semconv_messages_and_preceding_siblings() -> None:
     trace, s = _rag_turn()
-    case = _case(Rule(FaithfulnessStub(), target="llm"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="llm"), trace.spans)
     assert case.input == "Can I return my shoes?"  # the last user message, not the system one
     assert case.actual_output == "Yes, within 30 days."
     # the retriever that ran before the LLM call; not the one after it
@@ -140,13 +135,13 @@ def test_preceding_sibling_subtrees_count_but_not_other_branches() -> None:
     other = trace.agent(name="other")
     trace.retriever(["other agent's doc"], other)  # not a sibling of the llm span
     trace.llm(parent=agent)
-    case = _case(Rule(FaithfulnessStub(), target="llm"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="llm"), trace.spans)
     assert case.retrieval_context == ["nested doc"]
 
 
 def test_agent_case_uses_its_subtree() -> None:
     trace, _ = _rag_turn()
-    case = _case(Rule(FaithfulnessStub(), target="agent"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="agent"), trace.spans)
     assert case.input == "Can I return my shoes?"
     assert case.actual_output == "Yes, within 30 days."
     assert case.retrieval_context == [
@@ -171,7 +166,7 @@ def test_trace_case_uses_the_whole_trace() -> None:
     trace.retriever(["Shipping: Norway 5 days."], a1)
     a2 = trace.agent(parent=root)
     trace.retriever(["Shipping is free over 50 EUR."], a2)
-    case = _case(Rule(FaithfulnessStub(), target="trace"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="trace"), trace.spans)
     assert (case.input, case.actual_output) == ("Do you ship to Norway?", "Yes, in 5 days.")
     assert case.retrieval_context == ["Shipping: Norway 5 days.", "Shipping is free over 50 EUR."]
 
@@ -181,7 +176,7 @@ def test_trace_without_captured_root_falls_back_to_its_turns() -> None:
     root = trace.span("handler")
     trace.agent(user="first question", answer="first answer", parent=root)
     trace.agent(user="second question", answer="second answer", parent=root)
-    case = _case(Rule(BiasStub(), target="trace"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="trace"), trace.spans)
     assert (case.input, case.actual_output) == ("first question", "second answer")
 
 
@@ -219,7 +214,7 @@ def test_captured_arguments_and_return_values(
             attrs.SPANJUDGE_OUTPUT: json.dumps(captured_out),
         },
     )
-    case = _case(Rule(BiasStub(), target="agent"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="agent"), trace.spans)
     assert (case.input, case.actual_output) == (expected_in, expected_out)
 
 
@@ -230,7 +225,7 @@ def test_messages_win_over_captured_values() -> None:
         answer="answer from messages",
         **{attrs.SPANJUDGE_INPUT: json.dumps("captured"), attrs.SPANJUDGE_OUTPUT: '"x"'},
     )
-    case = _case(Rule(BiasStub(), target="agent"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="agent"), trace.spans)
     assert (case.input, case.actual_output) == ("from messages", "answer from messages")
 
 
@@ -250,7 +245,7 @@ def test_multi_part_output_and_multi_turn_input() -> None:
         ]
     )
     trace.llm(**{attrs.GEN_AI_INPUT_MESSAGES: inputs, attrs.GEN_AI_OUTPUT_MESSAGES: outputs})
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("follow-up", "Part one.\nPart two.")
 
 
@@ -268,7 +263,7 @@ def test_tool_arguments_that_are_not_objects() -> None:
             attrs.SPANJUDGE_OUTPUT: json.dumps({"ok": True}),
         },
     )
-    case = _case(Rule(BiasStub(), target="agent"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="agent"), trace.spans)
     assert case.tools_called == [
         ToolCall(name="echo", input_parameters={"value": ["a", "b"]}, output="plain result"),
         ToolCall(name="noargs"),
@@ -292,7 +287,7 @@ def test_openai_style_messages() -> None:
             ),
         }
     )
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("What is 2+2?", "4")
 
 
@@ -314,7 +309,7 @@ def test_openllmetry_indexed_attributes() -> None:
             "gen_ai.completion.0.content": "Rome.",
         },
     )
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("And of Italy?", "Rome.")
 
 
@@ -328,7 +323,7 @@ def test_plain_prompt_and_completion_attributes() -> None:
             attrs.GEN_AI_COMPLETION: json.dumps([{"role": "assistant", "content": "hi"}]),
         },
     )
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("Say hi", "hi")
 
 
@@ -348,7 +343,7 @@ def test_message_events() -> None:
             ),
         ],
     )
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("new question", "answer")
 
 
@@ -362,7 +357,7 @@ def test_older_content_events() -> None:
             SpanEvent(attrs.GEN_AI_CONTENT_COMPLETION_EVENT, 2, {attrs.GEN_AI_COMPLETION: "done"}),
         ],
     )
-    case = _case(Rule(BiasStub(), target="llm"), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
     assert (case.input, case.actual_output) == ("prompt text", "done")
 
 
@@ -379,7 +374,7 @@ def test_semconv_retrieval_documents_with_content() -> None:
             ),
         },
     )
-    case = _case(Rule(FaithfulnessStub(), target="agent"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="agent"), trace.spans)
     assert case.retrieval_context == ["doc one", "doc two"]
 
 
@@ -424,7 +419,9 @@ def test_conversation_turns_in_time_order_without_sub_agents() -> None:
     assert (target.trace_id, target.span_id, target.span) == (last.trace_id, last.span_id, last)
     assert [s.start_time_unix_nano for s in target.turn_spans] == [1_000, 2_000, 3_000]
 
-    case = build_case(Rule(TopicAdherenceStub(), target="conversation"), target, spans)
+    case = build_case(
+        Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"), target, spans
+    )
     assert isinstance(case, ConversationalTestCase)
     assert [(t.role, t.content) for t in case.turns] == [
         ("user", "question 1000"),
@@ -451,7 +448,11 @@ def test_conversation_without_any_text_is_skipped_with_a_reason() -> None:
     trace.agent(user=None, answer=None, conversation_id="c-3")
     target = conversation_target("c-3", trace.spans)
     assert target is not None
-    skip = _skip(Rule(TopicAdherenceStub(), target="conversation"), target, trace.spans)
+    skip = _skip(
+        Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"),
+        target,
+        trace.spans,
+    )
     assert skip.missing == ["turns"]
     assert skip.reason.startswith("missing turns:")
 
@@ -466,9 +467,9 @@ def test_custom_build_case_with_spans_or_spans_and_target() -> None:
     def with_target(spans: list[SpanRecord], target: Target) -> LLMTestCase:
         return LLMTestCase(input=target.target_id, actual_output="custom")
 
-    case = _case(Rule(BiasStub(), target="llm", build_case=from_spans), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm", build_case=from_spans), trace.spans)
     assert case.input == f"{len(trace.spans)} spans"
-    case = _case(Rule(BiasStub(), target="llm", build_case=with_target), trace.spans)
+    case = _case(Rule(BiasMetric(), target="llm", build_case=with_target), trace.spans)
     assert case.input == s["llm"].span_id
 
 
@@ -478,16 +479,16 @@ def test_custom_build_case_errors_become_skips() -> None:
     def broken(spans: list[SpanRecord]) -> LLMTestCase:
         raise RuntimeError("no such field")
 
-    rule = Rule(BiasStub(), target="llm", build_case=broken)
+    rule = Rule(BiasMetric(), target="llm", build_case=broken)
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.reason == "build_case failed: RuntimeError: no such field"
 
-    rule = Rule(BiasStub(), target="llm", build_case=lambda spans: {"input": "x"})
+    rule = Rule(BiasMetric(), target="llm", build_case=lambda spans: {"input": "x"})
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.reason.startswith("build_case failed: returned dict")
 
     rule = Rule(
-        FaithfulnessStub(),
+        FaithfulnessMetric(),
         target="llm",
         build_case=lambda spans: LLMTestCase(input="i", actual_output="o"),
     )
@@ -501,13 +502,13 @@ def test_missing_retrieval_context_names_the_field_and_why() -> None:
     trace = Trace()
     agent = trace.agent()
     trace.llm(parent=agent)
-    rule = Rule(FaithfulnessStub(), target="llm")
+    rule = Rule(FaithfulnessMetric(), target="llm")
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["retrieval_context"]
     assert skip.reason.startswith("missing retrieval_context: no retriever spans in this turn")
     # the same trace is fine for a metric that does not need context
     assert isinstance(
-        build_case(Rule(BiasStub(), target="llm"), _only(rule, trace.spans), trace.spans),
+        build_case(Rule(BiasMetric(), target="llm"), _only(rule, trace.spans), trace.spans),
         LLMTestCase,
     )
 
@@ -516,7 +517,7 @@ def test_retrievers_without_document_text() -> None:
     trace = Trace()
     agent = trace.agent()
     trace.span("retrieval kb", agent, {attrs.GEN_AI_OPERATION_NAME: "retrieval"})
-    rule = Rule(FaithfulnessStub(), target="agent")
+    rule = Rule(FaithfulnessMetric(), target="agent")
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["retrieval_context"]
     assert "carry no document text" in skip.reason
@@ -527,7 +528,7 @@ def test_malformed_json_is_a_skip_naming_the_attribute() -> None:
     span = trace.agent(user=None, answer="fine")
     span.attributes[attrs.GEN_AI_INPUT_MESSAGES] = '[{"role": "user", "parts": [{"type": "te'
     span.attributes[attrs.SPANJUDGE_TRUNCATED] = [attrs.GEN_AI_INPUT_MESSAGES]
-    rule = Rule(BiasStub(), target="agent")
+    rule = Rule(BiasMetric(), target="agent")
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["input"]
     assert "gen_ai.input.messages" in skip.reason and "not valid JSON" in skip.reason
@@ -540,7 +541,7 @@ def test_malformed_messages_fall_back_to_captured_input() -> None:
         user=None,
         **{attrs.GEN_AI_INPUT_MESSAGES: "{broken", attrs.SPANJUDGE_INPUT: json.dumps("from args")},
     )
-    assert _case(Rule(BiasStub(), target="agent"), trace.spans).input == "from args"
+    assert _case(Rule(BiasMetric(), target="agent"), trace.spans).input == "from args"
 
 
 @pytest.mark.parametrize(
@@ -562,7 +563,7 @@ def test_malformed_messages_fall_back_to_captured_input() -> None:
 def test_odd_message_values_never_raise(bad: Any) -> None:
     trace = Trace()
     trace.agent(user=None, answer="fine", **{attrs.GEN_AI_INPUT_MESSAGES: bad})
-    rule = Rule(BiasStub(), target="agent")
+    rule = Rule(BiasMetric(), target="agent")
     result = build_case(rule, _only(rule, trace.spans), trace.spans)
     if isinstance(result, Skip):
         assert result.missing == ["input"]
@@ -573,7 +574,7 @@ def test_odd_message_values_never_raise(bad: Any) -> None:
 def test_span_without_any_attributes_is_skipped() -> None:
     trace = Trace()
     span = trace.span("invoke_agent bare", attributes={attrs.GEN_AI_OPERATION_NAME: "invoke_agent"})
-    rule = Rule(BiasStub(), target="agent")
+    rule = Rule(BiasMetric(), target="agent")
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["input", "actual_output"]
     assert f"span {span.span_id}" in skip.reason
@@ -583,7 +584,7 @@ def test_raw_attributes_over_the_parse_limit_are_not_parsed() -> None:
     trace = Trace()
     huge = semconv_messages(("user", "x" * (MAX_RAW_CHARS + 10)))
     trace.agent(user=None, **{attrs.GEN_AI_INPUT_MESSAGES: huge})
-    rule = Rule(BiasStub(), target="agent")
+    rule = Rule(BiasMetric(), target="agent")
     skip = _skip(rule, _only(rule, trace.spans), trace.spans)
     assert skip.missing == ["input"]
     assert "parse limit" in skip.reason
@@ -593,7 +594,7 @@ def test_rebuilt_fields_are_capped_with_a_marker() -> None:
     trace = Trace()
     agent = trace.agent(user="q" * (MAX_FIELD_CHARS + 500), answer="short")
     trace.retriever(["d" * (MAX_FIELD_CHARS - 10), "second doc", "third doc"], agent)
-    case = _case(Rule(FaithfulnessStub(), target="agent"), trace.spans)
+    case = _case(Rule(FaithfulnessMetric(), target="agent"), trace.spans)
     assert case.input.startswith("q" * MAX_FIELD_CHARS)
     assert case.input.endswith("...[truncated 500 chars]")
     assert case.retrieval_context is not None
@@ -605,7 +606,7 @@ def test_rebuilt_fields_are_capped_with_a_marker() -> None:
 
 
 def test_target_without_span_is_a_skip() -> None:
-    rule = Rule(BiasStub(), target="llm")
+    rule = Rule(BiasMetric(), target="llm")
     target = Target("llm", "abc", "t", "abc", None, None, None, None)
     assert _skip(rule, target, []).reason.startswith("the llm target has no span")
 
@@ -665,9 +666,9 @@ def test_arbitrary_attribute_values_never_raise(
     trace.span("child", agent, {attrs.GEN_AI_OPERATION_NAME: child_op, **child_attrs})
     trace.llm(parent=agent)
     for rule in (
-        Rule(FaithfulnessStub(), target="agent"),
-        Rule(FaithfulnessStub(), target="llm"),
-        Rule(BiasStub(), target="trace"),
+        Rule(FaithfulnessMetric(), target="agent"),
+        Rule(FaithfulnessMetric(), target="llm"),
+        Rule(BiasMetric(), target="trace"),
     ):
         for target in find_targets(rule, trace.spans):
             result = build_case(rule, target, trace.spans)
@@ -678,7 +679,11 @@ def test_arbitrary_attribute_values_never_raise(
     if conv is not None:
         target = conversation_target(conv, trace.spans)
         assert target is not None
-        result = build_case(Rule(TopicAdherenceStub(), target="conversation"), target, trace.spans)
+        result = build_case(
+            Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"),
+            target,
+            trace.spans,
+        )
         assert isinstance(result, (ConversationalTestCase, Skip))
         assert not (isinstance(result, Skip) and result.reason.startswith("rebuild failed"))
 
@@ -692,9 +697,9 @@ def test_evaluation_spans_in_the_trace_are_never_targets() -> None:
         {attrs.GEN_AI_EVALUATION_NAME: "faithfulness", attrs.GEN_AI_OPERATION_NAME: "chat"},
         start=ends + 1_000,
     )
-    llm_ids = [t.target_id for t in find_targets(Rule(BiasStub(), target="llm"), trace.spans)]
+    llm_ids = [t.target_id for t in find_targets(Rule(BiasMetric(), target="llm"), trace.spans)]
     assert llm_ids == [s["llm"].span_id]
-    (whole,) = find_targets(Rule(BiasStub(), target="trace"), trace.spans)
+    (whole,) = find_targets(Rule(BiasMetric(), target="trace"), trace.spans)
     assert whole.end_unix_nano == ends < evaluation.end_time_unix_nano
 
 
@@ -705,6 +710,8 @@ def test_conversation_of_llm_spans_when_no_agent_spans() -> None:
     spans = second.spans + first.spans
     target = conversation_target("c-llm", spans)
     assert target is not None and target.span_id == second.spans[0].span_id
-    case = build_case(Rule(TopicAdherenceStub(), target="conversation"), target, spans)
+    case = build_case(
+        Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"), target, spans
+    )
     assert isinstance(case, ConversationalTestCase)
     assert [t.content for t in case.turns] == ["hello", "hi there", "bye", "goodbye"]

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
+from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule, SpanFilter, conversation_target, find_targets
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
-from tests.evaluators.online.spans import BiasStub, FaithfulnessStub, TopicAdherenceStub, Trace
+from tests.evaluators.online.spans import Trace
 
 
 def _llm_span(**overrides: Any) -> SpanRecord:
@@ -19,12 +20,15 @@ def _llm_span(**overrides: Any) -> SpanRecord:
 
 # ----------------------------------------------------------------------------- validation
 def test_defaults_and_stable_name() -> None:
-    rule = Rule(FaithfulnessStub())
+    rule = Rule(FaithfulnessMetric())
     assert (rule.target, rule.sample_rate, rule.filter) == ("llm", 1.0, None)
     assert rule.name == "faithfulness-llm"
-    assert Rule(BiasStub(), target="agent").name == "bias-agent"
-    assert Rule(TopicAdherenceStub(), target="conversation").name == "topic_adherence-conversation"
-    assert Rule(BiasStub(), name="bias-prod").name == "bias-prod"
+    assert Rule(BiasMetric(), target="agent").name == "bias-agent"
+    assert (
+        Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation").name
+        == "topic_adherence-conversation"
+    )
+    assert Rule(BiasMetric(), name="bias-prod").name == "bias-prod"
 
 
 @pytest.mark.parametrize(
@@ -50,14 +54,14 @@ def test_defaults_and_stable_name() -> None:
 )
 def test_invalid_rules_name_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=field):
-        Rule(BiasStub(), **kwargs)
+        Rule(BiasMetric(), **kwargs)
 
 
 def test_conversational_metrics_and_conversation_targets_go_together() -> None:
     with pytest.raises(ValueError, match=r"target.*conversational"):
-        Rule(TopicAdherenceStub(), target="llm")
+        Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="llm")
     with pytest.raises(ValueError, match="target='conversation' needs a conversational metric"):
-        Rule(FaithfulnessStub(), target="conversation")
+        Rule(FaithfulnessMetric(), target="conversation")
 
 
 def test_metric_without_a_name_is_rejected() -> None:
@@ -66,8 +70,8 @@ def test_metric_without_a_name_is_rejected() -> None:
 
 
 def test_rates_at_the_bounds_are_valid() -> None:
-    assert Rule(BiasStub(), sample_rate=0).sample_rate == 0.0
-    assert Rule(BiasStub(), sample_rate=1).sample_rate == 1.0
+    assert Rule(BiasMetric(), sample_rate=0).sample_rate == 0.0
+    assert Rule(BiasMetric(), sample_rate=1).sample_rate == 1.0
 
 
 # ----------------------------------------------------------------------------- filters
@@ -126,7 +130,7 @@ def test_dict_form_equals_the_dataclass() -> None:
     assert SpanFilter.from_dict(data) == SpanFilter(
         span_name="chat *", service="shop", attributes={"beta": True}
     )
-    rule = Rule(BiasStub(), filter=data)
+    rule = Rule(BiasMetric(), filter=data)
     assert isinstance(rule.filter, SpanFilter)
     assert rule.matches_span(_llm_span(beta=True))
     assert not rule.matches_span(_llm_span(beta=False))
@@ -135,7 +139,7 @@ def test_dict_form_equals_the_dataclass() -> None:
 
 
 def test_callable_filter_and_a_raising_one() -> None:
-    rule = Rule(BiasStub(), filter=lambda span: span.attributes.get("tenant") == "acme")
+    rule = Rule(BiasMetric(), filter=lambda span: span.attributes.get("tenant") == "acme")
     assert rule.matches_span(_llm_span(tenant="acme"))
     assert not rule.matches_span(_llm_span(tenant="other"))
 
@@ -143,7 +147,7 @@ def test_callable_filter_and_a_raising_one() -> None:
         raise KeyError("boom")
 
     # one odd filter must not stop planning: it just does not match
-    assert not Rule(BiasStub(), filter=broken).matches_span(_llm_span())
+    assert not Rule(BiasMetric(), filter=broken).matches_span(_llm_span())
 
 
 def test_find_targets_applies_the_filter() -> None:
@@ -151,7 +155,7 @@ def test_find_targets_applies_the_filter() -> None:
     agent = trace.agent()
     trace.llm(parent=agent, model="gpt-4o-mini")
     big = trace.llm(parent=agent, model="gpt-4o")
-    rule = Rule(BiasStub(), target="llm", filter={"model": "gpt-4o"})
+    rule = Rule(BiasMetric(), target="llm", filter={"model": "gpt-4o"})
     assert [t.span_id for t in find_targets(rule, trace.spans)] == [big.span_id]
 
 
@@ -159,9 +163,11 @@ def test_trace_filter_is_applied_to_the_root_span() -> None:
     trace = Trace(service="shop")
     root = trace.agent(name="support")
     trace.llm(parent=root)
-    assert find_targets(Rule(BiasStub(), target="trace", filter={"agent": "support"}), trace.spans)
+    assert find_targets(
+        Rule(BiasMetric(), target="trace", filter={"agent": "support"}), trace.spans
+    )
     assert not find_targets(
-        Rule(BiasStub(), target="trace", filter={"span_name": "chat *"}), trace.spans
+        Rule(BiasMetric(), target="trace", filter={"span_name": "chat *"}), trace.spans
     )
 
 
@@ -172,13 +178,21 @@ def test_conversation_filter_matches_any_turn() -> None:
     spans = first.spans + second.spans
     target = conversation_target("c1", spans)
     assert target is not None
-    assert Rule(TopicAdherenceStub(), target="conversation", filter={"agent": "triage"}).matches(
+    assert Rule(
+        TopicAdherenceMetric(relevant_topics=["orders"]),
+        target="conversation",
+        filter={"agent": "triage"},
+    ).matches(target)
+    assert Rule(
+        TopicAdherenceMetric(relevant_topics=["orders"]),
+        target="conversation",
+        filter={"agent": "billing"},
+    ).matches(target)
+    assert not Rule(
+        TopicAdherenceMetric(relevant_topics=["orders"]),
+        target="conversation",
+        filter={"agent": "sales"},
+    ).matches(target)
+    assert Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation").matches(
         target
     )
-    assert Rule(TopicAdherenceStub(), target="conversation", filter={"agent": "billing"}).matches(
-        target
-    )
-    assert not Rule(TopicAdherenceStub(), target="conversation", filter={"agent": "sales"}).matches(
-        target
-    )
-    assert Rule(TopicAdherenceStub(), target="conversation").matches(target)
