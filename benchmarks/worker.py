@@ -1,0 +1,357 @@
+"""``spanjudge worker`` as a service: OTLP ingest rate, evaluation scale-out, lag, memory.
+
+* ingest: a SEPARATE load process posts protobuf batches (demo agent traces, ids remapped per
+  copy so every span is new) over loopback to one worker; spans/s into SQLite and PostgreSQL.
+  The worker's evaluation loop is parked (long interval) so only ingest is measured.
+* scale-out: 1, 2 and 3 worker processes on one PostgreSQL schema evaluate a burst of agent
+  turns (bias rule on agent spans) against the scripted judge at a fixed latency; compared with
+  the bound ``workers * concurrency / (judge calls per evaluation * latency)``.
+* lag: trace end (the post) to the result being stored, p50/p99, from the scale-out runs.
+* rss: worker VmRSS after each run.
+
+    python benchmarks/worker.py [--seconds 5] [--turns 120] [--latency 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_URL = os.environ.get("SPANJUDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def demo_turns_request(turns: int) -> Any:
+    """``turns`` single agent turns of the demo app, traced by the real tracer, as one request."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import spanjudge
+    from spanjudge.demo_app import SINGLE_TURNS, support_agent
+
+    mem = InMemorySpanExporter()
+    handle = spanjudge.configure(
+        service_name="support-bot", span_processors=[SimpleSpanProcessor(mem)], export_otlp=False
+    )
+    for i in range(turns):
+        support_agent(SINGLE_TURNS[i % len(SINGLE_TURNS)].question)
+    handle.force_flush()
+    return encode_spans(mem.get_finished_spans())
+
+
+def remapped(request: Any, copy: int) -> Any:
+    """The same spans with ids XOR-ed by ``copy``: new traces, parent links kept."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    now = time.time_ns()
+    for rs in out.resource_spans:
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                s.trace_id = (int.from_bytes(s.trace_id, "big") ^ copy).to_bytes(16, "big")
+                s.span_id = (int.from_bytes(s.span_id, "big") ^ copy).to_bytes(8, "big")
+                if s.parent_span_id:
+                    parent = int.from_bytes(s.parent_span_id, "big") ^ copy
+                    s.parent_span_id = parent.to_bytes(8, "big")
+                duration = s.end_time_unix_nano - s.start_time_unix_nano
+                s.end_time_unix_nano = now
+                s.start_time_unix_nano = now - duration
+    return out
+
+
+def span_count(request: Any) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+# ------------------------------------------------------------------------- load process
+def run_load(url: str, seconds: float, threads: int) -> None:
+    """Entry of the load process: post remapped copies for ``seconds``; print JSON."""
+    import httpx
+
+    base = demo_turns_request(20)
+    batches = [remapped(base, i + 1).SerializeToString() for i in range(threads * 4)]
+    per_batch = span_count(base)
+    counter = [0, 0]  # spans accepted, refused requests
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+    copy_ids = iter(range(10_000, 10**9))
+
+    def worker(tid: int) -> None:
+        with httpx.Client(timeout=30) as client:
+            k = 0
+            while time.perf_counter() < stop:
+                with lock:
+                    copy = next(copy_ids)
+                body = (
+                    batches[(tid * 4 + k) % len(batches)]
+                    if k < 4
+                    else remapped(base, copy).SerializeToString()
+                )
+                k += 1
+                r = client.post(
+                    url, content=body, headers={"Content-Type": "application/x-protobuf"}
+                )
+                with lock:
+                    if r.status_code == 200:
+                        counter[0] += per_batch
+                    else:
+                        counter[1] += 1
+
+    started = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - started
+    print(
+        json.dumps(
+            {
+                "spans": counter[0],
+                "refused_requests": counter[1],
+                "seconds": elapsed,
+                "spans_per_batch": per_batch,
+            }
+        )
+    )
+
+
+# ------------------------------------------------------------------------- workers
+class Worker:
+    def __init__(self, config: dict[str, Any], tmp: Path, name: str) -> None:
+        self.port = _free_port()
+        path = tmp / f"{name}.json"
+        path.write_text(json.dumps({"receiver_port": self.port, **config}))
+        self.log = (tmp / f"{name}.log").open("wb")
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spanjudge.cli", "worker", "--config", str(path)],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> None:
+        import httpx
+
+        for _ in range(300):
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("worker not ready")
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def _judge_config(judge: Any) -> dict[str, Any]:
+    return {
+        "judge_model": "openai/scripted-judge",
+        "judge_options": {"api_base": judge.base_url, "api_key": "x"},
+        "retention_seconds": None,
+        "rules": [{"metric": "bias", "target": "agent", "name": "bias"}],
+        "downstream_endpoint": "http://127.0.0.1:9/v1/traces",  # nothing listens: scores dropped
+    }
+
+
+def bench_ingest(store_url: str, schema: str | None, seconds: float, tmp: Path) -> dict[str, Any]:
+    from spanjudge.demo_judge import start_offline_judge
+
+    judge = start_offline_judge()
+    config = {**_judge_config(judge), "store_url": store_url, "interval_seconds": 3600.0}
+    if schema:
+        config["store_schema"] = schema
+    worker = Worker(config, tmp, f"ingest-{schema or 'sqlite'}")
+    try:
+        worker.wait_ready()
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--load",
+                worker.url + "/v1/traces",
+                "--seconds",
+                str(seconds),
+            ],
+            capture_output=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        load = json.loads(out)
+        load["spans_per_second"] = round(load["spans"] / load["seconds"])
+        load["worker_rss_mb"] = round(worker.rss_mb(), 1)
+        return load
+    finally:
+        worker.stop()
+        judge.stop()
+
+
+def bench_scale(
+    n_workers: int, turns: int, latency: float, concurrency: int, tmp: Path
+) -> dict[str, Any]:
+    import httpx
+
+    from spanjudge.demo_judge import start_offline_judge
+    from spanjudge.exporters.store import open_store
+
+    schema = f"sjbench_{uuid.uuid4().hex[:8]}"
+    judge = start_offline_judge(latency=latency)
+    settle, interval = 0.5, 0.25
+    config = {
+        **_judge_config(judge),
+        "store_url": PG_URL,
+        "store_schema": schema,
+        "interval_seconds": interval,
+        "settle_seconds": settle,
+        "concurrency": concurrency,
+        "judge_max_concurrency": concurrency,
+    }
+    store = open_store(PG_URL, schema=schema)
+    workers = [Worker(config, tmp, f"scale{n_workers}-{i}") for i in range(n_workers)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        request = remapped(demo_turns_request(turns), n_workers * 7919)
+        agents = {
+            s.span_id.hex(): s.end_time_unix_nano / 1e9
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+            if s.name.startswith("invoke_agent")
+        }
+        # each trace goes to one worker, traces spread round-robin
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        parts = [ExportTraceServiceRequest() for _ in workers]
+        traces: dict[bytes, int] = {}
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                targets = []
+                for p in parts:
+                    nrs = p.resource_spans.add()
+                    nrs.resource.CopyFrom(rs.resource)
+                    nss = nrs.scope_spans.add()
+                    nss.scope.CopyFrom(ss.scope)
+                    targets.append(nss)
+                for s in ss.spans:
+                    idx = traces.setdefault(s.trace_id, len(traces) % len(workers))
+                    targets[idx].spans.add().CopyFrom(s)
+        calls_before = len(judge.requests)
+        t0 = time.time()
+        for w, p in zip(workers, parts, strict=True):
+            httpx.post(
+                w.url + "/v1/traces",
+                content=p.SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+                timeout=60,
+            )
+        seen: dict[str, float] = {}
+        deadline = time.time() + 600
+        while len(seen) < len(agents) and time.time() < deadline:
+            now = time.time()
+            for r in store.results(rule="bias", limit=100_000):
+                seen.setdefault(r.target_id, now)
+            time.sleep(0.05)
+        t_end = max(seen.values()) if seen else time.time()
+        calls = len(judge.requests) - calls_before
+        lags = sorted(seen[k] - agents[k] for k in seen if k in agents)
+        evals = len(seen)
+        calls_per_eval = calls / max(evals, 1)
+        busy = t_end - t0 - settle  # evaluation can only start after the settle time
+        bound = n_workers * concurrency / (calls_per_eval * latency)
+        return {
+            "workers": n_workers,
+            "evaluations": evals,
+            "judge_calls_per_evaluation": round(calls_per_eval, 2),
+            "evaluations_per_second": round(evals / max(busy, 1e-9), 2),
+            "bound_evaluations_per_second": round(bound, 2),
+            "lag_p50_s": round(lags[len(lags) // 2], 3) if lags else None,
+            "lag_p99_s": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 3)
+            if lags
+            else None,
+            "lag_goal_s": round(settle + interval + calls_per_eval * latency, 3),
+            "worker_rss_mb": [round(w.rss_mb(), 1) for w in workers],
+        }
+    finally:
+        for w in workers:
+            w.stop()
+        judge.stop()
+        store.drop_schema()  # type: ignore[attr-defined]
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=120)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if args.load:
+        run_load(args.load, args.seconds, args.threads)
+        return
+    from spanjudge.exporters.store import open_store
+
+    with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        pg_schema = f"sjbench_{uuid.uuid4().hex[:8]}"
+        result: dict[str, Any] = {
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+            "ingest_sqlite": bench_ingest(f"sqlite:///{tmp}/ingest.db", None, args.seconds, tmp),
+        }
+        try:
+            result["ingest_postgres"] = bench_ingest(PG_URL, pg_schema, args.seconds, tmp)
+        finally:
+            store = open_store(PG_URL, schema=pg_schema)
+            store.drop_schema()  # type: ignore[attr-defined]
+            store.close()
+        result["scale_out"] = [
+            bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
+        ]
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
