@@ -133,6 +133,11 @@ class IngestGate:
                 return 1.0
         return None
 
+    def shedding(self) -> bool:
+        """True while new requests would be refused (``/readyz`` reports not ready)."""
+        with self._lock:
+            return self._pending >= self.max_pending_spans
+
     def write(self, records: Sequence[Any]) -> None:
         with self._lock:
             self._pending += len(records)
@@ -232,11 +237,15 @@ class Worker:
             bearer_token=settings.bearer_token,
             max_body_bytes=settings.max_body_bytes,
             max_decompressed_bytes=settings.max_decompressed_bytes,
-            ready=self._ready.is_set,
+            ready=self.is_ready,
             backpressure=self.gate.backpressure,
             telemetry=self.telemetry,
             metrics_app=metrics_asgi_app(self.registry),
         )
+
+    def is_ready(self) -> bool:
+        """Ready once the evaluation loop runs, and not while the store is shedding load."""
+        return self._ready.is_set() and not self.gate.shedding()
 
     def start_background(self) -> None:
         self.monitor.start()

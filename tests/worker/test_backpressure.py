@@ -59,12 +59,14 @@ def test_503_with_retry_after_while_the_store_blocks(demo_request: Any) -> None:
         assert refused.status_code == 503
         assert float(refused.headers["Retry-After"]) > 0
         assert gate.refused == 1
+        assert gate.shedding()  # /readyz reports not ready meanwhile
 
         store.release.set()
         blocked.join(10)
         assert results == [200]
         again = httpx.post(url, content=second.SerializeToString(), headers=headers, timeout=10)
         assert again.status_code == 200
+        assert not gate.shedding()
         n_first = sum(len(ss.spans) for rs in first.resource_spans for ss in rs.scope_spans)
         n_second = sum(len(ss.spans) for rs in second.resource_spans for ss in rs.scope_spans)
         assert len(store.written) == n_first + n_second  # the refused batch was not kept
