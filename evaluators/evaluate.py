@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from spanjudge.evaluators.metrics.base import MISSING_FIELD, BaseMetric, MetricData, run_sync
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 

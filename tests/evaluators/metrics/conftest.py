@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from spanjudge.evaluators.metrics.faithfulness import truth_cache
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from spanjudge.evaluators.metrics import BiasMetric, MissingFieldError
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
-
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 CASE = LLMTestCase(

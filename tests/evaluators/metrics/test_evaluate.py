@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from spanjudge.evaluators import (
     BiasMetric,
     ConversationalTestCase,
@@ -16,7 +17,6 @@ from spanjudge.evaluators import (
     Turn,
     evaluate,
 )
-
 from tests.evaluators.metrics.conftest import schema_names
 
 RAG = LLMTestCase(

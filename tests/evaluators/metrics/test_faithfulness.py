@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from spanjudge.evaluators.metrics import (
     FaithfulnessMetric,
     FaithfulnessTemplate,
@@ -13,7 +14,6 @@ from spanjudge.evaluators.metrics import (
     MissingFieldError,
 )
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
-
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 CASE = LLMTestCase(

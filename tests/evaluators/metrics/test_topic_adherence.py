@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from spanjudge.evaluators.metrics import MissingFieldError, TopicAdherenceMetric
 from spanjudge.evaluators.metrics.topic_adherence import unit_interactions
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
-
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 TOPICS = ["orders", "refunds"]
