@@ -135,6 +135,8 @@ class Monitor:
         self._stopping = threading.Event()
         self._scheduler: Any = None
         self._budgets: dict[str, Budget] = {}
+        self._completed: list[int] = []
+        self._emitter_dropped = getattr(emitter, "dropped_total", 0)
         now = clock()
         day_start = now - (now % 86400)
         for rule in rules:
@@ -227,6 +229,7 @@ class Monitor:
                     break
                 report.claimed += len(jobs)
                 asyncio.run(self._run_jobs(jobs, report))
+                self._confirm_emitted(self._completed, self.clock())
             if self.after_tick is not None:
                 self.after_tick()
             if self.retention_seconds is not None:
@@ -263,6 +266,7 @@ class Monitor:
                     break
                 report.claimed += len(jobs)
                 asyncio.run(self._run_jobs(jobs, report))
+                self._confirm_emitted(self._completed, self.clock())
                 if progress is not None:
                     progress(len(jobs))
         return report
@@ -281,9 +285,26 @@ class Monitor:
         ]
         for _, record in stale:
             self.emitter.emit(record)
-        if stale:
-            self.store.mark_emitted([job_id for job_id, _ in stale], now=now)
+        if stale and self._confirm_emitted([job_id for job_id, _ in stale], now):
             report.reemitted += len(stale)
+
+    def _confirm_emitted(self, job_ids: Sequence[int], now: float) -> bool:
+        """Mark results emitted only once the exporter took them.
+
+        ``emit()`` only queues; a process killed before the queue is exported would otherwise
+        leave results marked emitted that no backend ever received. Unconfirmed results stay
+        unemitted and are sent again (same span ids) after a lease, by this or another process.
+        """
+        if self.emitter is None or not job_ids:
+            return False
+        dropped_before = self._emitter_dropped
+        flushed = self.emitter.force_flush(30)
+        self._emitter_dropped = getattr(self.emitter, "dropped_total", 0)
+        if not flushed or self._emitter_dropped != dropped_before:
+            logger.warning("evaluation spans not confirmed by the exporter; they will be re-sent")
+            return False
+        self.store.mark_emitted(job_ids, now=now)
+        return True
 
     # ------------------------------------------------------------------ planning
     def _plan(self, report: TickReport, now: float) -> None:
@@ -359,6 +380,7 @@ class Monitor:
     # ------------------------------------------------------------------ running
     async def _run_jobs(self, jobs: Sequence[Job], report: TickReport) -> None:
         limit = asyncio.Semaphore(self.concurrency)
+        self._completed = []
 
         async def run(job: Job) -> None:
             async with limit:
@@ -432,7 +454,7 @@ class Monitor:
             return
         if self.emitter is not None:
             self.emitter.emit(record)
-            self.store.mark_emitted([job.job_id], now=self.clock())
+            self._completed.append(job.job_id)
         if self.telemetry is not None:
             self.telemetry.record_evaluation(record)
 

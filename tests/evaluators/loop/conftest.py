@@ -1,0 +1,102 @@
+"""Fixtures for the online loop: a traced app writing into a store on a controllable clock,
+the offline rule-based judge on 127.0.0.1, and an OTLP sink for the evaluation spans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from spanjudge.demo_judge import start_offline_judge
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.exporters.store import SpanStore, open_store
+from spanjudge.exporters.store_exporter import StoreSpanExporter
+from tests.support.otlp_sink import OtlpSink
+
+
+class Clock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class _Switch(SpanProcessor):
+    """Forwards finished spans to whichever processor the current test installed."""
+
+    target: SpanProcessor | None = None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.target is not None:
+            self.target.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.target.force_flush(timeout_millis) if self.target else True
+
+
+_SWITCH = _Switch()
+
+
+@pytest.fixture(scope="session")
+def _provider() -> TracerProvider:
+    current = trace.get_tracer_provider()
+    if not isinstance(current, TracerProvider):
+        current = TracerProvider()
+        trace.set_tracer_provider(current)
+    current.add_span_processor(_SWITCH)
+    return current
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+class App:
+    """Spans of ``@observe`` calls go through the real store exporter into ``store``."""
+
+    def __init__(self, store: SpanStore, clock: Clock) -> None:
+        self.store = store
+        self.exporter = StoreSpanExporter(store, flush_interval=0.01, clock=clock)
+        self.processor = SimpleSpanProcessor(self.exporter)
+
+    def flush(self) -> None:
+        assert self.exporter.force_flush(10_000)
+        assert self.exporter.dropped_total == 0
+
+
+@pytest.fixture
+def store(tmp_path: Any) -> Iterator[SpanStore]:
+    s = open_store(f"sqlite:///{tmp_path}/spans.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def app(_provider: TracerProvider, store: SpanStore, clock: Clock) -> Iterator[App]:
+    application = App(store, clock)
+    _SWITCH.target = application.processor
+    yield application
+    _SWITCH.target = None
+    application.exporter.shutdown()
+
+
+@pytest.fixture
+def offline_judge() -> Iterator[ScriptedJudgeServer]:
+    server = start_offline_judge()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    with OtlpSink() as s:
+        yield s
