@@ -293,9 +293,13 @@ class Judge(ABC):
 
 
 async def _acquire(slots: threading.BoundedSemaphore) -> None:
-    # Try without a thread first (the common, uncontended case); wait in a thread otherwise.
-    if not slots.acquire(blocking=False):
-        await asyncio.to_thread(slots.acquire)
+    # Poll instead of blocking a thread per waiter: waiters parked in the default executor
+    # would starve the very calls holding the slots (the HTTP client resolves names there),
+    # a deadlock; and a cancelled waiter must never acquire a slot that nobody releases.
+    delay = 0.001
+    while not slots.acquire(blocking=False):
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.02)
 
 
 # ------------------------------------------------------------------------------- custom models

@@ -273,3 +273,19 @@ def test_extract_json(text: str, expected: Any) -> None:
 def test_extract_json_rejects_text_without_json() -> None:
     with pytest.raises(ValueError):
         extract_json("no json here")
+
+
+def test_many_waiters_in_one_loop_do_not_deadlock(judge_server: Any) -> None:
+    """More waiters than executor threads: waiting for a slot must not block the threads the
+    HTTP client itself needs (a deadlock before slots were polled)."""
+    judge_server.add_rule(OK, latency=0.05)
+    judge = judge_server.judge(max_concurrency=2, timeout=10)
+
+    async def burst() -> int:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(judge.a_generate("x", Claims) for _ in range(24))), timeout=60
+        )
+        return len(results)
+
+    assert asyncio.run(burst()) == 24
+    assert judge_server.max_in_flight == 2
