@@ -308,13 +308,25 @@ class Monitor:
 
     # ------------------------------------------------------------------ planning
     def _plan(self, report: TickReport, now: float) -> None:
-        traces = self.store.settled_traces(settle_seconds=self.settle_seconds, now=now)
-        self._plan_traces(traces, report, now)
-        if any(r.target == "conversation" for r in self.rules.values()):
-            conversations = self.store.idle_conversations(idle_seconds=self.idle_seconds, now=now)
-        else:
-            conversations = []
-        self._plan_conversations(conversations, report, now)
+        # Page through everything that settled: a backlog larger than one page must not wait
+        # a whole interval per page. Planned ids drop out of the next page.
+        page = 500
+        while not self._stopping.is_set():
+            traces = self.store.settled_traces(
+                settle_seconds=self.settle_seconds, now=now, limit=page
+            )
+            self._plan_traces(traces, report, now)
+            if len(traces) < page:
+                break
+        while not self._stopping.is_set():
+            # without a conversation rule they are still marked planned, so they do not count
+            # as backlog forever
+            conversations = self.store.idle_conversations(
+                idle_seconds=self.idle_seconds, now=now, limit=page
+            )
+            self._plan_conversations(conversations, report, now)
+            if len(conversations) < page:
+                break
 
     def _plan_traces(self, trace_ids: Sequence[str], report: TickReport, now: float) -> None:
         span_rules = [r for r in self.rules.values() if r.target != "conversation"]
