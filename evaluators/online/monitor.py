@@ -150,32 +150,56 @@ class Monitor:
             telemetry.set_backlog_callback(self._backlog)
 
     # ------------------------------------------------------------------ scheduling
-    def start(self) -> Monitor:
-        """Run :meth:`tick` every ``interval_seconds`` on an APScheduler background thread.
+    def start(self, scheduler: str | None = None) -> Monitor:
+        """Run :meth:`tick` every ``interval_seconds`` with APScheduler.
 
-        Ticks never overlap (``max_instances=1``) and a slow tick does not pile up runs behind it
-        (``coalesce=True``): missed runs collapse into one.
+        ``scheduler="background"`` uses a daemon thread; ``"asyncio"`` schedules on the running
+        event loop (FastAPI, aiohttp apps), each tick running in a worker thread so the store's
+        blocking I/O never stalls the loop. By default: ``"asyncio"`` when called from inside a
+        running loop, else ``"background"``. Ticks never overlap (``max_instances=1``) and a slow
+        tick does not pile up runs behind it (``coalesce=True``): missed runs collapse into one.
         """
-        from apscheduler.schedulers.background import BackgroundScheduler
-
         if self._scheduler is not None:
             return self
+        if scheduler is None:
+            try:
+                asyncio.get_running_loop()
+                scheduler = "asyncio"
+            except RuntimeError:
+                scheduler = "background"
         self._stopping.clear()
-        scheduler = BackgroundScheduler(daemon=True)
-        scheduler.add_job(
-            self._scheduled_tick,
+        job: Callable[..., Any]
+        if scheduler == "asyncio":
+            from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+            sched: Any = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
+            job = self._async_tick
+        elif scheduler == "background":
+            from apscheduler.schedulers.background import BackgroundScheduler
+
+            sched = BackgroundScheduler(daemon=True)
+            job = self._scheduled_tick
+        else:
+            raise ValueError(f"scheduler must be 'background' or 'asyncio', got {scheduler!r}")
+        sched.add_job(
+            job,
             "interval",
             seconds=self.interval_seconds,
             max_instances=1,
             coalesce=True,
-            next_run_time=None,
+            next_run_time=_utcnow(),  # first tick right away, not one interval after start
             id="spanjudge-monitor",
         )
-        scheduler.start()
-        # first tick right away rather than one interval after start
-        scheduler.modify_job("spanjudge-monitor", next_run_time=_utcnow())
-        self._scheduler = scheduler
+        sched.start()
+        self._scheduler = sched
         return self
+
+    async def _async_tick(self) -> None:
+        await asyncio.to_thread(self._scheduled_tick)
+
+    async def a_stop(self, timeout: float = 30.0) -> None:
+        """:meth:`stop` for async code: waits for the tick in flight without blocking the loop."""
+        await asyncio.to_thread(self.stop, timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop scheduling, let the tick in flight finish its claimed jobs, flush the emitter."""

@@ -90,3 +90,34 @@ def test_stop_lets_the_running_job_finish_and_store_its_result(
     (result,) = store.results()
     assert result.status == "scored"
     assert store.stats(now=1_800_000_000.0 + 11).leased == 0
+
+
+def test_monitor_started_inside_a_running_loop_ticks_on_that_loop(
+    app: Any, store: Any, offline_judge: Any
+) -> None:
+    import asyncio
+
+    agent("Can I return it?", "Returns are possible within 30 days of delivery.")
+    app.flush()
+
+    async def service() -> Any:
+        mon = Monitor(
+            [Rule(BiasMetric(model=offline_judge.judge()), target="agent")],
+            store=store,
+            emitter=None,
+            interval_seconds=0.1,
+            settle_seconds=10,
+            retention_seconds=None,
+            clock=lambda: 1_800_000_000.0 + 11,
+        ).start()
+        kind = type(mon._scheduler).__name__
+        for _ in range(300):  # the loop stays responsive while the tick runs in a thread
+            if store.results():
+                break
+            await asyncio.sleep(0.05)
+        await mon.a_stop()
+        return kind
+
+    assert asyncio.run(service()) == "AsyncIOScheduler"
+    (result,) = store.results()
+    assert result.status == "scored"
