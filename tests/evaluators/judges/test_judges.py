@@ -289,3 +289,26 @@ def test_many_waiters_in_one_loop_do_not_deadlock(judge_server: Any) -> None:
 
     assert asyncio.run(burst()) == 24
     assert judge_server.max_in_flight == 2
+
+
+def test_cancelled_waiters_never_keep_a_slot() -> None:
+    from spanjudge.evaluators.judges.base import Slots
+
+    slots = Slots(1)
+
+    async def scenario() -> None:
+        await slots.a_acquire()
+        waiters = [asyncio.create_task(slots.a_acquire()) for _ in range(3)]
+        await asyncio.sleep(0)
+        waiters[0].cancel()
+        slots.release()  # handed to waiter 0, which is being cancelled: it must give it back
+        waiters[1].cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        assert waiters[2].done() and not waiters[2].cancelled()
+        slots.release()
+
+    asyncio.run(scenario())
+    # every slot is free again: a thread takes it at once
+    done = threading.Event()
+    threading.Thread(target=lambda: (slots.acquire(), done.set())).start()
+    assert done.wait(2)
