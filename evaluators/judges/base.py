@@ -25,7 +25,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -251,13 +251,16 @@ class Judge(ABC):
     def _check(self, text: str, schema: type[T]) -> T:
         return parse_answer(text, schema)
 
-    def generate(self, prompt: str, schema: type[T]) -> tuple[T, Usage]:
-        """Ask the judge; returns the validated object and the usage of every call made."""
+    def _attempts(
+        self, prompt: str, schema: type[T]
+    ) -> Generator[Messages, tuple[str, Usage], tuple[T, Usage]]:
+        """The repair-or-retry logic, shared by the sync and async twins: it yields the
+        messages to send and is sent back each answer; it returns the validated object."""
         messages = self._first_messages(prompt, schema)
         total = Usage()
         problem, text = "", ""
         for _ in range(self.max_output_attempts):
-            text, usage = self._send(messages, schema)
+            text, usage = yield messages
             total = total + usage
             self._count(usage)
             try:
@@ -271,25 +274,25 @@ class Judge(ABC):
             raw=text,
         )
 
+    def generate(self, prompt: str, schema: type[T]) -> tuple[T, Usage]:
+        """Ask the judge; returns the validated object and the usage of every call made."""
+        steps = self._attempts(prompt, schema)
+        messages = next(steps)
+        while True:
+            try:
+                messages = steps.send(self._send(messages, schema))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
     async def a_generate(self, prompt: str, schema: type[T]) -> tuple[T, Usage]:
         """Async :meth:`generate`."""
-        messages = self._first_messages(prompt, schema)
-        total = Usage()
-        problem, text = "", ""
-        for _ in range(self.max_output_attempts):
-            text, usage = await self._a_send(messages, schema)
-            total = total + usage
-            self._count(usage)
+        steps = self._attempts(prompt, schema)
+        messages = next(steps)
+        while True:
             try:
-                return self._check(text, schema), total
-            except ValueError as exc:
-                problem = str(exc)
-                messages = self._repair(messages, text, problem)
-        raise JudgeResponseError(
-            f"{self.model_name} gave no valid {schema.__name__} in "
-            f"{self.max_output_attempts} attempts: {problem}",
-            raw=text,
-        )
+                messages = steps.send(await self._a_send(messages, schema))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 class Slots:

@@ -242,18 +242,7 @@ class Monitor:
             report.requeued = self.store.requeue_expired(now=now)
             self._reemit(report, now)
             self._plan(report, now)
-            while not self._stopping.is_set():
-                jobs = self.store.claim_jobs(
-                    owner=self.owner,
-                    limit=self.batch_size,
-                    lease_seconds=self.lease_seconds,
-                    now=self.clock(),
-                )
-                if not jobs:
-                    break
-                report.claimed += len(jobs)
-                asyncio.run(self._run_jobs(jobs, report))
-                self._confirm_emitted(self._completed, self.clock())
+            self._drain(report)
             if self.after_tick is not None:
                 self.after_tick()
             if self.retention_seconds is not None:
@@ -279,21 +268,25 @@ class Monitor:
             traces, conversations = self.store.targets_since(since=since, until=until or now)
             self._plan_traces(traces, report, now)
             self._plan_conversations(conversations, report, now)
-            while True:
-                jobs = self.store.claim_jobs(
-                    owner=self.owner,
-                    limit=self.batch_size,
-                    lease_seconds=self.lease_seconds,
-                    now=self.clock(),
-                )
-                if not jobs:
-                    break
-                report.claimed += len(jobs)
-                asyncio.run(self._run_jobs(jobs, report))
-                self._confirm_emitted(self._completed, self.clock())
-                if progress is not None:
-                    progress(len(jobs))
+            self._drain(report, progress)
         return report
+
+    def _drain(self, report: TickReport, progress: Callable[[int], None] | None = None) -> None:
+        """Claim and run batches of jobs until none is left (or stop() was called)."""
+        while not self._stopping.is_set():
+            jobs = self.store.claim_jobs(
+                owner=self.owner,
+                limit=self.batch_size,
+                lease_seconds=self.lease_seconds,
+                now=self.clock(),
+            )
+            if not jobs:
+                return
+            report.claimed += len(jobs)
+            asyncio.run(self._run_jobs(jobs, report))
+            self._confirm_emitted(self._completed, self.clock())
+            if progress is not None:
+                progress(len(jobs))
 
     # ------------------------------------------------------------------ recovery
     def _reemit(self, report: TickReport, now: float) -> None:
