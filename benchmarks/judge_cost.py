@@ -18,10 +18,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -35,7 +38,7 @@ from spanjudge.evaluators import (
     Turn,
     evaluate,
 )
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.metrics.faithfulness import truth_cache
 
 OPINION_MARK = "I think"
@@ -147,11 +150,49 @@ def naive_calls(metric_name: str, data: Any, case: Any) -> tuple[int, int]:
     return units + verdicts + 1, units + verdicts + 1  # already one verdict call per pair
 
 
+JUDGE_PROCESS = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import judge_cost
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+server = ScriptedJudgeServer().start()
+judge_cost.script(server, float(sys.argv[1]))
+print(server.base_url, flush=True)
+time.sleep(3600)
+"""
+
+
+@contextlib.contextmanager
+def judge_process(latency: float) -> Iterator[str]:
+    """The scripted judge in its own process, as a remote judge would be: sharing this
+    process's CPU (the GIL) with the evaluator would make the judge, not evaluate(), the limit."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            JUDGE_PROCESS,
+            str(latency),
+            os.path.dirname(os.path.abspath(__file__)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().strip() if proc.stdout else ""
+        if not url.startswith("http://127.0.0.1:"):
+            raise RuntimeError("the scripted judge process did not start")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
     cases = build_cases() * repeat
-    with ScriptedJudgeServer() as server:
-        script(server, latency)
-        judge = server.judge(max_concurrency=concurrency)
+    with judge_process(latency) as base_url:
+        judge = LiteLLMJudge(
+            "openai/scripted-judge", api_base=base_url, api_key="x", max_concurrency=concurrency
+        )
         metrics = [
             FaithfulnessMetric(model=judge),
             BiasMetric(model=judge),
@@ -160,13 +201,13 @@ def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
         # warm-up (litellm import, first connection) outside the timed run
         evaluate(cases[:1], metrics[1:2], show_progress=False, print_results=False)
         truth_cache.clear()
-        before = len(server.requests)
+        before = judge.attempts
         started = time.perf_counter()
         result = evaluate(
             cases, metrics, max_concurrency=len(cases) * 3, show_progress=False, print_results=False
         )
         wall = time.perf_counter() - started
-        requests = len(server.requests) - before
+        requests = judge.attempts - before
 
     per_metric: dict[str, Any] = {}
     naive = per_item = 0
@@ -200,7 +241,7 @@ def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
         "judge_concurrency": concurrency,
         "wall_s": round(wall, 3),
         "judge_calls": actual,
-        "server_requests": requests,
+        "http_requests": requests,
         "naive_calls": naive,
         "per_item_calls": per_item,
         "calls_saved_vs_naive": naive - actual,

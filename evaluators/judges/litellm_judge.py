@@ -154,11 +154,16 @@ class LiteLLMJudge(Judge):
         except (AttributeError, IndexError, TypeError):
             text = ""
         usage = getattr(response, "usage", None)
-        cost: float | None
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None  # model not in the price table
+        # litellm prices every response as it logs it; reuse that rather than pricing twice
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost: float | None = hidden.get("response_cost") if "response_cost" in hidden else None
+        if cost is None and "response_cost" not in hidden:
+            try:
+                cost = float(litellm.completion_cost(completion_response=response))
+            except Exception:
+                cost = None  # model not in the price table
+        elif cost is not None:
+            cost = float(cost)
         return text, Usage(
             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
