@@ -43,6 +43,7 @@ from spanjudge.exporters.store import open_store
 HERE = Path(__file__).resolve().parent
 JUDGE_PROCESS = """
 import sys, time
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
 server = ScriptedJudgeServer(latency=float(sys.argv[1])).start()
 server.add_rule({"opinions": []}, schema="Opinions")
 print(server.base_url, flush=True)
@@ -213,6 +214,8 @@ def main() -> None:
             )
             try:
                 base_url = server.stdout.readline().strip() if server.stdout else ""
+                if not base_url.startswith("http://127.0.0.1:"):
+                    raise RuntimeError("the scripted judge process did not start")
                 judge = LiteLLMJudge(
                     "openai/scripted-judge",
                     api_base=base_url,
