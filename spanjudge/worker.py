@@ -174,6 +174,13 @@ class Worker:
             prometheus_meter_provider,
         )
 
+        if settings.mode == "enrich":
+            # The pass-through mode (hold evaluated spans, forward them with score attributes)
+            # is designed but not built yet; fail at start-up rather than drop spans later.
+            raise ConfigError(
+                "mode: 'enrich' is not available in this release yet; use 'child-span' "
+                "(scores as child evaluation spans in the same traces)"
+            )
         self.settings = settings
         self.clock = clock
         self.judge = judge if judge is not None else make_judge(settings)
@@ -198,16 +205,6 @@ class Worker:
             span_exporter=span_exporter, resource=self.resource, telemetry=self.telemetry
         )
         self.enricher: Any = None
-        if settings.mode == "enrich":
-            from spanjudge.exporters.hold import Enricher
-
-            self.enricher = Enricher(
-                self.store,
-                self.rules,
-                span_exporter=span_exporter,
-                max_hold_seconds=settings.max_hold_seconds,
-                clock=clock,
-            )
         self.monitor = Monitor(
             self.rules,
             store=self.store,
