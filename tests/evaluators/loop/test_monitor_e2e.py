@@ -262,3 +262,33 @@ def test_retention_deletes_old_spans(
     report = mon.tick()
     assert report.deleted_spans >= 3
     assert store.targets_since(since=0, until=1e12) == ([], [])
+
+
+def test_daily_cost_budget_stops_planning_and_survives_a_restart(
+    app: Any, store: Any, offline_judge: ScriptedJudgeServer, sink: Any, clock: Any
+) -> None:
+    # a model in litellm's price table, served by the offline judge: every call has a cost
+    judge = offline_judge.judge(model="openai/gpt-4o-mini")
+    rules = lambda: [  # noqa: E731
+        Rule(BiasMetric(model=judge), target="agent", max_cost_per_day=1e-9)
+    ]
+    agent("First question about returns?", "Returns are possible within 30 days of delivery.")
+    app.flush()
+    clock.advance(11)
+    first = monitor_for(store, None, sink, clock, rules=rules())
+    assert first.tick().scored == 1
+    (spent,) = store.results()
+    assert spent.cost is not None and spent.cost > 1e-9  # the day's budget is used up
+
+    agent("Second question about returns?", "Returns are possible within 30 days of delivery.")
+    app.flush()
+    clock.advance(11)
+    assert first.tick().skipped == {"cost_budget": 1}
+
+    agent("Third question about returns?", "Returns are possible within 30 days of delivery.")
+    app.flush()
+    clock.advance(11)
+    restarted = monitor_for(store, None, sink, clock, rules=rules())  # seeds today's spend
+    report = restarted.tick()
+    assert report.skipped == {"cost_budget": 1} and report.scored == 0
+    assert len(store.results()) == 1
