@@ -19,6 +19,8 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_emitter_dropped_spans_total               counter    reason
     spanjudge_receiver_requests_total                   counter    code, encoding
     spanjudge_receiver_spans_total                      counter    encoding
+    spanjudge_enrich_forwarded_spans_total              counter    held
+    spanjudge_enrich_forward_failed_spans_total         counter    (none)
 
 Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
 ``deploy/`` use these scraped names.
@@ -57,6 +59,10 @@ EMITTER_DROPPED: Final = "spanjudge.emitter.dropped_spans"
 # Receiver counters, labels: code (HTTP status) / encoding
 RECEIVER_REQUESTS: Final = "spanjudge.receiver.requests"
 RECEIVER_SPANS: Final = "spanjudge.receiver.spans"
+# Enrich mode: spans forwarded to the backend, labels: held (true: it waited for its scores)
+ENRICH_FORWARDED: Final = "spanjudge.enrich.forwarded_spans"
+# Enrich mode: spans whose forwarding failed (they stay in the outbox and are sent again)
+ENRICH_FORWARD_FAILED: Final = "spanjudge.enrich.forward_failed_spans"
 
 # label keys
 L_METRIC: Final = "metric"
@@ -69,3 +75,4 @@ L_STATE: Final = "state"
 L_REASON: Final = "reason"
 L_CODE: Final = "code"
 L_ENCODING: Final = "encoding"
+L_HELD: Final = "held"

@@ -97,6 +97,13 @@ class Telemetry:
         self.receiver_spans = meter.create_counter(
             names.RECEIVER_SPANS, description="Spans accepted by the OTLP/HTTP receiver"
         )
+        self.enrich_forwarded = meter.create_counter(
+            names.ENRICH_FORWARDED, description="Spans the enrich mode forwarded to the backend"
+        )
+        self.enrich_forward_failed = meter.create_counter(
+            names.ENRICH_FORWARD_FAILED,
+            description="Spans the enrich mode failed to forward (kept and sent again)",
+        )
         self._backlog_fn: Callable[[], BacklogState] | None = None
         meter.create_observable_gauge(
             names.BACKLOG, callbacks=[self._observe_backlog], description="Work waiting"
@@ -185,6 +192,13 @@ class Telemetry:
         self._add(self.receiver_requests, 1, {names.L_CODE: str(code), names.L_ENCODING: encoding})
         if spans:
             self._add(self.receiver_spans, spans, {names.L_ENCODING: encoding})
+
+    def record_enrich_forwarded(self, count: int, *, held: bool) -> None:
+        """Spans the enrich mode sent on; ``held``: they had waited for their scores."""
+        self._add(self.enrich_forwarded, count, {names.L_HELD: "true" if held else "false"})
+
+    def record_enrich_forward_failed(self, count: int) -> None:
+        self._add(self.enrich_forward_failed, count, {})
 
     @staticmethod
     def _add(counter: Any, value: float, labels: dict[str, str]) -> None:

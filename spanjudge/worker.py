@@ -108,6 +108,8 @@ class IngestGate:
 
     The count is of spans inside ``write`` calls right now: a slow or locked store makes it grow,
     and past ``max_pending_spans`` the receiver answers 503 + Retry-After instead of queueing more.
+    ``outbox(spans, now)`` (enrich mode) returns the outbox entries written in the same
+    transaction as the spans; ``telemetry`` counts the spans written.
     """
 
     def __init__(
@@ -116,12 +118,16 @@ class IngestGate:
         *,
         max_pending_spans: int,
         clock: Callable[[], float] = time.time,
+        outbox: Callable[[Sequence[Any], float], Sequence[Any]] | None = None,
         after_write: Callable[[Sequence[Any]], None] | None = None,
+        telemetry: Any = None,
     ) -> None:
         self.store = store
         self.max_pending_spans = max_pending_spans
         self.clock = clock
+        self.outbox = outbox
         self.after_write = after_write
+        self.telemetry = telemetry
         self._pending = 0
         self._lock = threading.Lock()
         self.refused = 0
@@ -142,10 +148,16 @@ class IngestGate:
         with self._lock:
             self._pending += len(records)
         try:
-            self.store.write_spans(records, now=self.clock())
+            now = self.clock()
+            if self.outbox is None:
+                self.store.write_spans(records, now=now)
+            else:
+                self.store.write_spans(records, now=now, outbox=self.outbox(records, now))
         finally:
             with self._lock:
                 self._pending -= len(records)
+        if self.telemetry is not None:
+            self.telemetry.record_exporter_written(len(records))
         if self.after_write is not None:
             self.after_write(records)
 
@@ -227,6 +239,7 @@ class Worker:
             max_pending_spans=settings.max_pending_spans,
             clock=clock,
             after_write=self.enricher.received if self.enricher is not None else None,
+            telemetry=self.telemetry,
         )
         self._ready = threading.Event()
         self.app = create_receiver_app(
