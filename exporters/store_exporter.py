@@ -39,6 +39,7 @@ QUEUE_FULL = "queue_full"
 STORE_ERROR = "store_error"
 INVALID_SPAN = "invalid_span"  # a span the converter could not read
 SHUTDOWN = "shutdown"  # exported after shutdown()
+DROP_REASONS: tuple[str, ...] = (QUEUE_FULL, STORE_ERROR, INVALID_SPAN, SHUTDOWN)
 
 # Seconds between two warnings about a failing store, so a dead disk does not flood the log.
 _WARN_EVERY = 30.0
@@ -218,8 +219,11 @@ class StoreSpanExporter(SpanExporter):
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY:
             self._last_warning = now
-            logger.warning("%s (drops are counted; next warning in %.0fs at the earliest)",
-                           message, _WARN_EVERY)
+            logger.warning(
+                "%s (drops are counted; next warning in %.0fs at the earliest)",
+                message,
+                _WARN_EVERY,
+            )
 
     # ---------------------------------------------------------------- SpanExporter
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
@@ -39,6 +39,8 @@ BacklogState = tuple[Mapping[str, int], float | None]
 # Scores live in [0, 1]; a tenth per bucket reads well on a heatmap.
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Lag spans settle time (seconds) to backlog catch-up (tens of minutes).
+# Why a rule did not evaluate a target (the ``reason`` label of spanjudge.sampler.skipped).
+SKIP_REASONS: tuple[str, ...] = ("not_sampled", "rate_budget", "cost_budget", "filtered")
 LAG_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 
 
@@ -113,6 +115,25 @@ class Telemetry:
             callbacks=[self._observe_backlog_age],
             description="Age in seconds of the oldest settled-but-unevaluated target",
         )
+
+    def prime(self, rules: Sequence[str] = ()) -> None:
+        """Start the drop, write and skip counters at 0, so a dashboard or alert expression
+        returns 0 (not "no data") before the first event. Series appear once, with the label
+        values that will be used later."""
+        from spanjudge.exporters import emitter, store_exporter
+
+        try:
+            self.exporter_written.add(0, {})
+            for reason in store_exporter.DROP_REASONS:
+                self.exporter_dropped.add(0, {names.L_REASON: reason})
+            for reason in emitter.DROP_REASONS:
+                self.emitter_dropped.add(0, {names.L_REASON: reason})
+            for rule in rules:
+                for reason in SKIP_REASONS:
+                    self.skipped.add(0, {names.L_RULE: rule, names.L_REASON: reason})
+            self.enrich_forward_failed.add(0, {})
+        except Exception:  # metrics must never stop the worker from starting
+            logger.debug("priming counters failed", exc_info=True)
 
     # --- evaluations ---------------------------------------------------------------------
     def record_evaluation(self, record: EvaluationRecord, *, now: float | None = None) -> None:

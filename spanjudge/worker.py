@@ -200,6 +200,7 @@ class Worker:
         self.registry = CollectorRegistry()
         self.meter_provider = prometheus_meter_provider(self.registry)
         self.telemetry = Telemetry(self.meter_provider)
+        self.telemetry.prime([rule.name for rule in self.rules])
         if span_exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -117,8 +117,7 @@ MIGRATIONS: list[list[str]] = [
             emitted_at {real},
             record TEXT NOT NULL,
             UNIQUE (rule, target_type, target_id))""",
-        "CREATE INDEX IF NOT EXISTS results_unemitted ON results (job_id)"
-        " WHERE emitted_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS results_unemitted ON results (job_id) WHERE emitted_at IS NULL",
         "CREATE INDEX IF NOT EXISTS results_rule ON results (rule, created_at)",
         "CREATE INDEX IF NOT EXISTS results_trace ON results (trace_id)",
         "CREATE INDEX IF NOT EXISTS results_created ON results (created_at)",
@@ -451,8 +450,18 @@ class SqlStore(SpanStore):
         if not jobs:
             return 0
         rows = [
-            (j.rule, j.target_type, j.target_id, j.trace_id, j.span_id, j.conversation_id,
-             j.sample_rate, PENDING, now, now)
+            (
+                j.rule,
+                j.target_type,
+                j.target_id,
+                j.trace_id,
+                j.span_id,
+                j.conversation_id,
+                j.sample_rate,
+                PENDING,
+                now,
+                now,
+            )
             for j in jobs
         ]
         with self.transaction() as cur:
@@ -509,8 +518,18 @@ class SqlStore(SpanStore):
                     " status, cost, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT DO NOTHING"
                 ),
-                (job_id, record.rule, record.metric, record.target_type, record.target_id,
-                 record.trace_id, record.status, record.cost, now, record_to_json(record)),
+                (
+                    job_id,
+                    record.rule,
+                    record.metric,
+                    record.target_type,
+                    record.target_id,
+                    record.trace_id,
+                    record.status,
+                    record.cost,
+                    now,
+                    record_to_json(record),
+                ),
             )
             return True
 

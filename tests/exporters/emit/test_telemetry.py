@@ -139,3 +139,28 @@ def test_metrics_endpoint_over_http_on_the_receiver() -> None:
     assert response.status_code == 200
     assert "spanjudge_evaluations_total" in response.text
     assert "spanjudge_backlog_oldest_age_seconds" in response.text
+
+
+def test_prime_starts_drop_and_skip_counters_at_zero() -> None:
+    """Alert and dashboard expressions on drop and skip counters return 0, not "no data",
+    before the first drop; later adds land on the same series."""
+    registry = CollectorRegistry()
+    telemetry = Telemetry(prometheus_meter_provider(registry))
+    telemetry.prime(["faithfulness-llm"])
+    telemetry.record_exporter_dropped("queue_full", 3)
+    lines = [line for line in generate_latest(registry).decode().splitlines() if line[:1] != "#"]
+
+    def value(name: str, **labels: str) -> float:
+        for line in lines:
+            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"no series {name} {labels}")
+
+    assert value("spanjudge_exporter_written_spans_total") == 0.0
+    assert value("spanjudge_exporter_dropped_spans_total", reason="store_error") == 0.0
+    assert value("spanjudge_exporter_dropped_spans_total", reason="queue_full") == 3.0
+    assert value("spanjudge_emitter_dropped_spans_total", reason="export_failed") == 0.0
+    assert (
+        value("spanjudge_sampler_skipped_total", rule="faithfulness-llm", reason="rate_budget") == 0
+    )
+    assert value("spanjudge_enrich_forward_failed_spans_total") == 0.0
