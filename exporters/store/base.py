@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 
@@ -66,6 +66,41 @@ class Job(JobSpec):
 
 
 @dataclass
+class OutboxEntry:
+    """Enrich mode: a received span waiting to be forwarded to the backend.
+
+    ``hold``: a rule picked the span for evaluation, so it waits for its scores until
+    ``release_at`` (arrival + ``max_hold_seconds``); otherwise ``release_at`` is the arrival
+    time and the span goes out at once.
+    """
+
+    trace_id: str
+    span_id: str
+    hold: bool
+    release_at: float
+
+
+@dataclass
+class OutboxItem:
+    """A claimed outbox entry with its span and, for held spans, the span's own results."""
+
+    entry_id: int
+    span: SpanRecord
+    hold: bool
+    attempts: int
+    results: list[EvaluationRecord] = field(default_factory=list)
+
+
+@dataclass
+class OutboxClaim:
+    """What :meth:`SpanStore.claim_outbox` leased: items to send, and entries whose span is
+    gone (deleted by retention before it could be forwarded)."""
+
+    items: list[OutboxItem]
+    missing: list[int]
+
+
+@dataclass
 class StoreStats:
     """Backlog figures for the metrics endpoint; every field is an indexed count."""
 
@@ -77,6 +112,9 @@ class StoreStats:
     unplanned_conversations: int = 0
     # Age of the oldest job not finished yet (pending or leased); 0 when there is none.
     oldest_pending_age_seconds: float = 0.0
+    # Enrich mode: spans held for their scores, and spans due but not forwarded yet
+    outbox_held: int = 0
+    outbox_due: int = 0
 
 
 class SpanStore(ABC):
@@ -88,9 +126,17 @@ class SpanStore(ABC):
 
     # ---------------------------------------------------------------- spans
     @abstractmethod
-    def write_spans(self, spans: Sequence[SpanRecord], *, now: float | None = None) -> None:
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
         """Store finished spans; ``now`` is their arrival time (default: the wall clock).
-        A span already stored (same trace id and span id) is kept as first written."""
+        A span already stored (same trace id and span id) is kept as first written.
+        ``outbox`` (enrich mode) entries are written in the same transaction, each once ever:
+        a span delivered twice is forwarded once."""
 
     @abstractmethod
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
@@ -182,6 +228,33 @@ class SpanStore(ABC):
     @abstractmethod
     def results_cost_since(self, *, rule: str, since: float) -> float:
         """Judge cost (USD) of a rule's results completed since ``since`` (daily budgets)."""
+
+    # ---------------------------------------------------------------- outbox (enrich mode)
+    @abstractmethod
+    def release_held(self, *, now: float) -> int:
+        """Make held outbox entries due now once their evaluations are over: the trace was
+        planned and no span-level job of that span is pending or leased. Returns how many."""
+
+    @abstractmethod
+    def claim_outbox(
+        self, *, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> OutboxClaim:
+        """Lease up to ``limit`` due, unforwarded entries (oldest due first) to ``owner``, a
+        token unique to this claim, with their spans and, for held ones, their span-level
+        results. Two concurrent claimers never get the same entry."""
+
+    @abstractmethod
+    def mark_forwarded(self, entry_ids: Sequence[int], *, now: float) -> None:
+        """The backend took these entries' spans: they are never sent again."""
+
+    @abstractmethod
+    def retry_outbox(self, entry_ids: Sequence[int], *, retry_at: float) -> None:
+        """Forwarding failed: give the entries back, due again at ``retry_at``."""
+
+    @abstractmethod
+    def outbox_waiting(self, trace_id: str, span_id: str, *, now: float) -> bool:
+        """True while the span has an entry that is neither forwarded nor being forwarded: a
+        result stored now will still ride on it."""
 
     # ---------------------------------------------------------------- admin
     @abstractmethod

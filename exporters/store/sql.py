@@ -24,6 +24,9 @@ from spanjudge.exporters.store.base import (
     PENDING,
     Job,
     JobSpec,
+    OutboxClaim,
+    OutboxEntry,
+    OutboxItem,
     SpanStore,
     StoreStats,
 )
@@ -122,6 +125,27 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS results_trace ON results (trace_id)",
         "CREATE INDEX IF NOT EXISTS results_created ON results (created_at)",
     ],
+    [
+        # Enrich mode: every received span once, forwarded when due (at once, or after its
+        # evaluations when held); written in the spans' own transaction.
+        """CREATE TABLE IF NOT EXISTS outbox (
+            entry_id {id_pk},
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            hold INTEGER NOT NULL,
+            release_at {real} NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_owner TEXT,
+            lease_expires_at {real},
+            forwarded_at {real},
+            UNIQUE (trace_id, span_id))""",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (release_at)"
+        " WHERE forwarded_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS outbox_forwarded ON outbox (forwarded_at)"
+        " WHERE forwarded_at IS NOT NULL",
+        # release_held() looks up the open jobs of one span
+        "CREATE INDEX IF NOT EXISTS jobs_span ON jobs (trace_id, span_id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -135,6 +159,7 @@ _JOB_COLUMNS = (
     " state, attempts, lease_owner, lease_expires_at"
 )
 _OPEN = f"state IN ('{PENDING}', '{LEASED}')"
+_SPAN_COLUMNS_S = ", ".join(f"s.{c.strip()}" for c in _SPAN_COLUMNS.split(","))
 _EVALUATION_FIELDS = frozenset(f.name for f in dataclasses.fields(EvaluationRecord))
 
 # ASCII escapes: a lone surrogate from a hostile payload stays storable (UTF-8 would refuse it).
@@ -310,7 +335,13 @@ class SqlStore(SpanStore):
             return int(cur.fetchone()[0] or 0)
 
     # ---------------------------------------------------------------- spans
-    def write_spans(self, spans: Sequence[SpanRecord], *, now: float | None = None) -> None:
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
         if not spans:
             return
         arrived = _wall() if now is None else now
@@ -352,6 +383,18 @@ class SqlStore(SpanStore):
                     conversation_rows,
                     " ON CONFLICT (conversation_id) DO UPDATE SET"
                     f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
+                )
+            if outbox:
+                # once ever per span: a re-delivered span (a client retry) is not sent twice
+                cur.executemany(
+                    self.q(
+                        "INSERT INTO outbox (trace_id, span_id, hold, release_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id, span_id) DO NOTHING"
+                    ),
+                    sorted(
+                        (_clean(e.trace_id), _clean(e.span_id), 1 if e.hold else 0, e.release_at)
+                        for e in outbox
+                    ),
                 )
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
@@ -441,6 +484,10 @@ class SqlStore(SpanStore):
         with self.transaction() as cur:
             cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
             deleted = max(cur.rowcount, 0)
+            cur.execute(
+                self.q("DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"),
+                (cutoff,),
+            )
             cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))
             cur.execute(self.q("DELETE FROM conversations WHERE last_arrival < ?"), (cutoff,))
             return deleted
@@ -615,6 +662,108 @@ class SqlStore(SpanStore):
             )
             return float(cur.fetchone()[0] or 0.0)
 
+    # ---------------------------------------------------------------- outbox
+    def release_held(self, *, now: float) -> int:
+        with self.transaction() as cur:
+            cur.execute(
+                self.q(
+                    "UPDATE outbox SET release_at = ? WHERE forwarded_at IS NULL AND hold = 1"
+                    " AND release_at > ? AND EXISTS (SELECT 1 FROM traces t"
+                    " WHERE t.trace_id = outbox.trace_id AND t.planned_at IS NOT NULL)"
+                    " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.trace_id = outbox.trace_id"
+                    " AND j.span_id = outbox.span_id AND j.target_type <> 'conversation'"
+                    f" AND j.{_OPEN})"
+                ),
+                (now, now),
+            )
+            return max(cur.rowcount, 0)
+
+    def claim_outbox(
+        self, *, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> OutboxClaim:
+        if limit <= 0:
+            return OutboxClaim([], [])
+        sql = (
+            "WITH picked AS (SELECT entry_id FROM outbox WHERE forwarded_at IS NULL"
+            " AND release_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)"
+            f" ORDER BY release_at LIMIT ?{self.claim_lock})"
+            " UPDATE outbox SET lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1"
+            " WHERE entry_id IN (SELECT entry_id FROM picked) RETURNING entry_id"
+        )
+        with self.transaction() as cur:
+            cur.execute(self.q(sql), (now, now, limit, owner, now + lease_seconds))
+            claimed = {int(row[0]) for row in cur.fetchall()}
+            if not claimed:
+                return OutboxClaim([], [])
+            ids = sorted(claimed)
+            marks = ", ".join("?" * len(ids))
+            cur.execute(
+                self.q(
+                    f"SELECT o.entry_id, o.hold, o.attempts, {_SPAN_COLUMNS_S} FROM outbox o"
+                    " JOIN spans s ON s.trace_id = o.trace_id AND s.span_id = o.span_id"
+                    f" WHERE o.entry_id IN ({marks}) ORDER BY o.release_at, o.entry_id"
+                ),
+                ids,
+            )
+            items = [
+                OutboxItem(int(row[0]), span_from_row(row[3:]), bool(row[1]), int(row[2]))
+                for row in cur.fetchall()
+            ]
+            held = {(item.span.trace_id, item.span.span_id): item for item in items if item.hold}
+            traces = sorted({trace_id for trace_id, _ in held})
+            if traces:
+                marks = ", ".join("?" * len(traces))
+                cur.execute(
+                    self.q(
+                        "SELECT record FROM results WHERE target_type <> 'conversation'"
+                        f" AND trace_id IN ({marks}) ORDER BY created_at, job_id"
+                    ),
+                    traces,
+                )
+                for row in cur.fetchall():
+                    record = record_from_json(row[0])
+                    item = held.get((record.trace_id or "", record.span_id or ""))
+                    if item is not None:
+                        item.results.append(record)
+        found = {item.entry_id for item in items}
+        return OutboxClaim(items, sorted(claimed - found))
+
+    def mark_forwarded(self, entry_ids: Sequence[int], *, now: float) -> None:
+        if not entry_ids:
+            return
+        with self.transaction() as cur:
+            cur.executemany(
+                self.q(
+                    "UPDATE outbox SET forwarded_at = ?, lease_owner = NULL,"
+                    " lease_expires_at = NULL WHERE entry_id = ?"
+                ),
+                [(now, entry_id) for entry_id in sorted(set(entry_ids))],
+            )
+
+    def retry_outbox(self, entry_ids: Sequence[int], *, retry_at: float) -> None:
+        if not entry_ids:
+            return
+        with self.transaction() as cur:
+            cur.executemany(
+                self.q(
+                    "UPDATE outbox SET lease_owner = NULL, lease_expires_at = ?"
+                    " WHERE entry_id = ? AND forwarded_at IS NULL"
+                ),
+                [(retry_at, entry_id) for entry_id in sorted(set(entry_ids))],
+            )
+
+    def outbox_waiting(self, trace_id: str, span_id: str, *, now: float) -> bool:
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                self.q(
+                    "SELECT 1 FROM outbox WHERE trace_id = ? AND span_id = ?"
+                    " AND forwarded_at IS NULL"
+                    " AND (lease_owner IS NULL OR lease_expires_at <= ?)"
+                ),
+                (trace_id, span_id, now),
+            )
+            return cur.fetchone() is not None
+
     # ---------------------------------------------------------------- admin
     def stats(self, *, now: float) -> StoreStats:
         out = StoreStats()
@@ -632,6 +781,16 @@ class SqlStore(SpanStore):
             out.unplanned_traces = int(cur.fetchone()[0])
             cur.execute("SELECT COUNT(*) FROM conversations WHERE planned_at IS NULL")
             out.unplanned_conversations = int(cur.fetchone()[0])
+            cur.execute(
+                self.q(
+                    "SELECT COALESCE(SUM(CASE WHEN release_at > ? THEN 1 ELSE 0 END), 0),"
+                    " COALESCE(SUM(CASE WHEN release_at <= ? THEN 1 ELSE 0 END), 0)"
+                    " FROM outbox WHERE forwarded_at IS NULL"
+                ),
+                (now, now),
+            )
+            held, due = cur.fetchone()
+            out.outbox_held, out.outbox_due = int(held), int(due)
         return out
 
 
