@@ -1,0 +1,1 @@
+"""Fault injection through the online loop (issue 8, reliability and security)."""

@@ -1,0 +1,104 @@
+"""Fixtures for the reliability tests: spans of ``@observe`` routed to a processor the test
+chooses, a controllable clock, a canned judge, an OTLP sink, telemetry on a Prometheus
+registry, and a PostgreSQL schema per test.
+
+The loop fixtures (tests/evaluators/loop/conftest.py) are reused where they fit (Clock); the span
+route is our own so that a test can give the store exporter its own queue bound and hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from prometheus_client import CollectorRegistry
+
+from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.exporters.store import StoreError
+from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from tests.evaluators.loop.conftest import Clock
+from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
+from tests.support.otlp_sink import OtlpSink
+
+# The healthy judge's answer: Bias finds no opinion, so it scores 0.0 (pass) in one call.
+NO_OPINIONS = {"opinions": []}
+
+
+class _Route(SpanProcessor):
+    """Forwards finished spans to the processor the current test installed."""
+
+    target: SpanProcessor | None = None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.target is not None:
+            self.target.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.target.force_flush(timeout_millis) if self.target else True
+
+
+_ROUTE = _Route()
+
+
+@pytest.fixture(scope="session")
+def _tracer_provider() -> TracerProvider:
+    current = trace.get_tracer_provider()
+    if not isinstance(current, TracerProvider):
+        current = TracerProvider()
+        trace.set_tracer_provider(current)
+    current.add_span_processor(_ROUTE)
+    return current
+
+
+@pytest.fixture
+def route_spans(_tracer_provider: TracerProvider) -> Iterator[Callable[[SpanProcessor], None]]:
+    """``route_spans(processor)``: spans of the app's ``@observe`` calls go there."""
+
+    def install(processor: SpanProcessor) -> None:
+        _ROUTE.target = processor
+
+    yield install
+    _ROUTE.target = None
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def healthy_judge_server() -> Iterator[ScriptedJudgeServer]:
+    with ScriptedJudgeServer() as server:
+        server.add_rule(NO_OPINIONS, schema="Opinions")
+        yield server
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    with OtlpSink() as s:
+        yield s
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def telemetry(registry: CollectorRegistry) -> Telemetry:
+    return Telemetry(prometheus_meter_provider(registry))
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[tuple[str, str]]:
+    """(url, schema): a fresh PostgreSQL schema for this test, dropped afterwards."""
+    schema = f"spanjudge_rel_{uuid.uuid4().hex[:12]}"
+    probe = _postgres_factory(schema)()  # fails clearly when PostgreSQL is unreachable
+    yield POSTGRES_URL, schema
+    with contextlib.suppress(StoreError):
+        probe.drop_schema()
+    probe.close()
