@@ -186,13 +186,6 @@ class Worker:
             prometheus_meter_provider,
         )
 
-        if settings.mode == "enrich":
-            # The pass-through mode (hold evaluated spans, forward them with score attributes)
-            # is designed but not built yet; fail at start-up rather than drop spans later.
-            raise ConfigError(
-                "mode: 'enrich' is not available in this release yet; use 'child-span' "
-                "(scores as child evaluation spans in the same traces)"
-            )
         self.settings = settings
         self.clock = clock
         self.judge = judge if judge is not None else make_judge(settings)
@@ -218,6 +211,18 @@ class Worker:
             span_exporter=span_exporter, resource=self.resource, telemetry=self.telemetry
         )
         self.enricher: Any = None
+        if settings.mode == "enrich":
+            from spanjudge.evaluators.online.enrich import Enricher
+
+            # the backend gets the received spans from this exporter, scores on the spans
+            self.enricher = Enricher(
+                self.rules,
+                self.store,
+                span_exporter,
+                max_hold_seconds=settings.max_hold_seconds,
+                telemetry=self.telemetry,
+                clock=clock,
+            )
         self.monitor = Monitor(
             self.rules,
             store=self.store,
@@ -239,6 +244,7 @@ class Worker:
             self.store,
             max_pending_spans=settings.max_pending_spans,
             clock=clock,
+            outbox=self.enricher.outbox_entries if self.enricher is not None else None,
             after_write=self.enricher.received if self.enricher is not None else None,
             telemetry=self.telemetry,
         )
@@ -259,6 +265,8 @@ class Worker:
         return self._ready.is_set() and not self.gate.shedding()
 
     def start_background(self) -> None:
+        if self.enricher is not None:
+            self.enricher.start()
         self.monitor.start()
         self._ready.set()
 
@@ -267,7 +275,9 @@ class Worker:
         self._ready.clear()
         self.monitor.stop(timeout)
         if self.enricher is not None:
+            # what is due goes out now; spans still held stay in the store for the next start
             self.enricher.release()
+            self.enricher.stop(timeout)
         self.emitter.shutdown(timeout)
         self.meter_provider.shutdown()
         self.store.close()

@@ -512,6 +512,9 @@ class Monitor:
             "failed": stats.failed,
             "unplanned_traces": stats.unplanned_traces,
             "unplanned_conversations": stats.unplanned_conversations,
+            # enrich mode (0 otherwise): spans waiting for their scores / due to be forwarded
+            "held_spans": stats.outbox_held,
+            "unforwarded_spans": stats.outbox_due,
         }
         return counts, stats.oldest_pending_age_seconds
 

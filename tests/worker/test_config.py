@@ -136,13 +136,3 @@ def test_no_rules_is_an_error() -> None:
     with pytest.raises(ConfigError, match="no rules"):
         build_rules(load_settings(None), NO_JUDGE)
 
-
-def test_enrich_mode_is_refused_at_start_with_a_clear_error() -> None:
-    from spanjudge.settings import ConfigError, load_settings
-    from spanjudge.worker import Worker
-
-    settings = load_settings(
-        mode="enrich", rules=[{"metric": "bias", "target": "agent"}], judge_model="openai/x"
-    )
-    with pytest.raises(ConfigError, match="mode: 'enrich' is not available"):
-        Worker(settings, span_exporter=object())

@@ -1,0 +1,312 @@
+"""Enrich mode: the worker forwards every span it receives to the trace backend, and the spans a
+rule evaluates go out carrying their own scores as attributes.
+
+How a span travels:
+
+1. On arrival (:meth:`Enricher.outbox_entries`), each span gets an outbox entry, written in the
+   same store transaction as the span. A span some rule would evaluate (its kind, filter and
+   deterministic sample say so) is *held* until ``arrival + max_hold_seconds``; every other span
+   is due at once. The rest of a trace is never held back: the backend shows the trace at once,
+   and the evaluated span joins it with its scores.
+2. After each monitor tick (:meth:`Enricher.release`), held spans whose evaluations are over
+   (the trace was planned and no span-level job of theirs is open) become due.
+3. A forwarder thread claims due entries under a lease, attaches
+   :func:`~spanjudge.exporters.enrich.score_attributes` of the span's results, sends the batch to
+   the backend, and marks the entries forwarded only once the exporter says it took them. A
+   failed export leaves them in the outbox, due again after a backoff.
+
+Nothing is lost or sent twice across a restart mid-hold: the outbox is in the store, an entry
+is written once per span even when a client re-delivers it, and it is marked forwarded after
+the backend's answer. The one window for a duplicate is a process killed between the
+backend's answer and that mark (milliseconds); the span then goes out again with the same ids.
+
+A score that completes after its span went out anyway (the hold timed out) is not lost: it is
+emitted as a child evaluation span, as in ``child-span`` mode. Conversation scores are always
+child spans (their turns were forwarded long before the conversation went idle).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from spanjudge.evaluators.online.rules import Rule
+from spanjudge.evaluators.online.sampler import is_sampled
+from spanjudge.evaluators.online.targets import span_kind
+from spanjudge.exporters.enrich import score_attributes
+from spanjudge.exporters.forward import to_readable_span
+from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge.exporters.store.base import OutboxEntry, SpanStore
+from spanjudge.tracer import attributes as attrs
+
+if TYPE_CHECKING:
+    from spanjudge.exporters.telemetry import Telemetry
+
+logger = logging.getLogger("spanjudge.enrich")
+
+# Seconds between two warnings about a failing backend, so an outage does not flood the log.
+_WARN_EVERY = 30.0
+
+
+class Enricher:
+    """Holds, scores and forwards the worker's spans; see the module docstring.
+
+    Example::
+
+        enricher = Enricher(rules, store, OTLPSpanExporter(endpoint=backend), max_hold_seconds=120)
+        store.write_spans(spans, now=now, outbox=enricher.outbox_entries(spans, now))
+        enricher.start()          # forwarder thread
+        monitor = Monitor(rules, store=store,
+                          emitter=enricher.emitter_for_conversations(emitter),
+                          after_tick=enricher.release)
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        store: SpanStore,
+        span_exporter: SpanExporter,
+        *,
+        max_hold_seconds: float = 120.0,
+        telemetry: Telemetry | None = None,
+        clock: Callable[[], float] = time.time,
+        batch_size: int = 512,
+        lease_seconds: float = 60.0,
+        retry_seconds: float = 1.0,
+        max_retry_seconds: float = 60.0,
+        poll_seconds: float = 0.5,
+        owner: str | None = None,
+    ) -> None:
+        if max_hold_seconds <= 0:
+            raise ValueError("max_hold_seconds must be positive")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.span_rules = [r for r in rules if r.target != "conversation"]
+        self.store = store
+        self.span_exporter = span_exporter
+        self.max_hold_seconds = max_hold_seconds
+        self.telemetry = telemetry
+        self.clock = clock
+        self.batch_size = batch_size
+        self.lease_seconds = lease_seconds
+        self.retry_seconds = retry_seconds
+        self.max_retry_seconds = max_retry_seconds
+        self.poll_seconds = poll_seconds
+        self.owner = owner or uuid.uuid4().hex[:12]
+        self.forwarded = 0  # spans the backend took
+        self.forwarded_held = 0  # of which held for their scores
+        self.failed = 0  # span sends that failed (each retried later)
+        self.missing = 0  # entries whose span was deleted before it could be sent
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._forward_lock = threading.Lock()
+        self._last_warning = 0.0
+
+    # ------------------------------------------------------------------ arrival
+    def holds(self, span: SpanRecord) -> bool:
+        """Whether some span-level rule will evaluate ``span`` (kind, filter and sample)."""
+        if attrs.GEN_AI_EVALUATION_NAME in span.attributes:
+            return False
+        kind: str | None = None
+        for rule in self.span_rules:
+            if rule.target == "trace":
+                target_id = span.trace_id
+                if not span.is_root:
+                    continue
+            else:
+                if kind is None:
+                    kind = span_kind(span) or ""
+                if kind != rule.target:
+                    continue
+                target_id = span.span_id
+            if rule.matches_span(span) and is_sampled(rule.name, target_id, rule.sample_rate):
+                return True
+        return False
+
+    def outbox_entries(self, spans: Sequence[SpanRecord], now: float) -> list[OutboxEntry]:
+        """One entry per span: held until ``now + max_hold_seconds`` or due at ``now``."""
+        hold_until = now + self.max_hold_seconds
+        entries = []
+        for span in spans:
+            try:
+                hold = self.holds(span)
+            except Exception:  # one odd span must not refuse the whole request
+                logger.debug("hold decision failed for span %s", span.span_id, exc_info=True)
+                hold = False
+            entries.append(
+                OutboxEntry(span.trace_id, span.span_id, hold, hold_until if hold else now)
+            )
+        return entries
+
+    def received(self, spans: Sequence[SpanRecord]) -> None:
+        """Spans were stored: wake the forwarder so pass-through spans leave at once."""
+        self._wake.set()
+
+    def release(self) -> int:
+        """Make held spans whose evaluations are over due now (call after each monitor tick)."""
+        try:
+            released = self.store.release_held(now=self.clock())
+        except Exception:
+            logger.warning("could not release held spans; next tick retries", exc_info=True)
+            return 0
+        if released:
+            self._wake.set()
+        return released
+
+    # ------------------------------------------------------------------ forwarding
+    def forward_once(self) -> int:
+        """Claim one batch of due entries and send it. Returns how many entries it claimed."""
+        with self._forward_lock:
+            return self._forward_once()
+
+    def _forward_once(self) -> int:
+        now = self.clock()
+        claim = self.store.claim_outbox(
+            owner=f"{self.owner}:{uuid.uuid4().hex}",
+            limit=self.batch_size,
+            lease_seconds=self.lease_seconds,
+            now=now,
+        )
+        if claim.missing:
+            # retention deleted the span before it could be sent (a backend down for days)
+            self.store.mark_forwarded(claim.missing, now=now)
+            self.missing += len(claim.missing)
+            logger.warning(
+                "%d spans were deleted before they could be forwarded", len(claim.missing)
+            )
+        if not claim.items:
+            return len(claim.missing)
+        spans = []
+        for item in claim.items:
+            extra = score_attributes(item.results) if item.results else None
+            spans.append(to_readable_span(item.span, extra))
+        try:
+            result = self.span_exporter.export(spans)
+        except Exception:
+            logger.debug("span export raised", exc_info=True)
+            result = SpanExportResult.FAILURE
+        ids = [item.entry_id for item in claim.items]
+        if result is SpanExportResult.SUCCESS:
+            self.store.mark_forwarded(ids, now=self.clock())
+            held = sum(1 for item in claim.items if item.hold)
+            self.forwarded += len(ids)
+            self.forwarded_held += held
+            if self.telemetry is not None:
+                self.telemetry.record_enrich_forwarded(held, held=True)
+                self.telemetry.record_enrich_forwarded(len(ids) - held, held=False)
+        else:
+            attempts = max(item.attempts for item in claim.items)
+            delay = min(self.retry_seconds * 2 ** max(attempts - 1, 0), self.max_retry_seconds)
+            self.store.retry_outbox(ids, retry_at=self.clock() + delay)
+            self.failed += len(ids)
+            if self.telemetry is not None:
+                self.telemetry.record_enrich_forward_failed(len(ids))
+            if time.monotonic() - self._last_warning >= _WARN_EVERY:
+                self._last_warning = time.monotonic()
+                logger.warning(
+                    "forwarding %d spans to the backend failed; they stay in the outbox and are "
+                    "sent again in %.0f s",
+                    len(ids),
+                    delay,
+                )
+        return len(claim.items) + len(claim.missing)
+
+    def drain(self, timeout: float = 10.0) -> int:
+        """Forward what is due now until nothing is left or ``timeout`` passed (entries that
+        fail stay in the outbox). Returns how many entries were claimed."""
+        deadline = time.monotonic() + timeout
+        total = 0
+        while time.monotonic() < deadline:
+            failed_before = self.failed
+            claimed = self.forward_once()
+            total += claimed
+            if claimed < self.batch_size or self.failed != failed_before:
+                break
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                claimed = self.forward_once()
+            except Exception:  # the store is down: try again after a pause
+                logger.warning("enrich forwarder pass failed; retrying", exc_info=True)
+                claimed = 0
+            if claimed >= self.batch_size:
+                continue
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+
+    def start(self) -> Enricher:
+        """Start the forwarder thread (idempotent)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="spanjudge-enrich-forwarder", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread, then send what is due (held spans stay in the store for the next
+        start or another worker)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self.drain(timeout)
+        except Exception:
+            logger.warning("final forward failed; the spans stay in the outbox", exc_info=True)
+
+    # ------------------------------------------------------------------ scores
+    def emitter_for_conversations(self, emitter: Any) -> EnrichEmitter:
+        """The monitor's emitter in enrich mode: span scores ride on their spans."""
+        return EnrichEmitter(emitter, self)
+
+    def waiting(self, record: EvaluationRecord) -> bool:
+        """Whether ``record`` will ride on its span (the span has not gone out yet)."""
+        if record.target_type == "conversation" or not record.trace_id or not record.span_id:
+            return False
+        try:
+            return self.store.outbox_waiting(record.trace_id, record.span_id, now=self.clock())
+        except Exception:  # cannot tell: a child span is better than a lost score
+            logger.debug("outbox lookup failed", exc_info=True)
+            return False
+
+
+class EnrichEmitter:
+    """Wraps a :class:`~spanjudge.exporters.emitter.ScoreEmitter`: a result whose span is still
+    waiting in the outbox is not emitted (it rides on the span as attributes); every other result
+    (conversations, spans already forwarded) becomes a child evaluation span as usual."""
+
+    def __init__(self, emitter: Any, enricher: Enricher) -> None:
+        self.emitter = emitter
+        self.enricher = enricher
+        self.riding = 0  # results that will be sent as attributes of their span
+
+    def emit(self, record: EvaluationRecord) -> None:
+        if self.enricher.waiting(record):
+            self.riding += 1
+            return
+        self.emitter.emit(record)
+
+    def force_flush(self, timeout_seconds: float = 10) -> bool:
+        return bool(self.emitter.force_flush(timeout_seconds))
+
+    def shutdown(self, timeout_seconds: float = 10) -> None:
+        self.emitter.shutdown(timeout_seconds)
+
+    @property
+    def dropped_total(self) -> int:
+        return int(getattr(self.emitter, "dropped_total", 0))
+
+    @property
+    def exported(self) -> int:
+        return int(getattr(self.emitter, "exported", 0))
