@@ -1,0 +1,101 @@
+"""A monitor in its own process that stops dead at a named point, for the SIGKILL tests.
+
+argv: STORE_URL SINK_URL CLOCK_OFFSET POINT MARKER. At POINT the process writes MARKER and
+sleeps; the parent SIGKILLs it there. Points:
+
+- ``before_claim``: planned, about to claim its first jobs;
+- ``mid_judge``: a judge call in flight;
+- ``after_complete``: a result stored (``complete_job``), not emitted yet;
+- ``mid_emit``: evaluation spans exported, not yet marked emitted (``mark_emitted``).
+
+The judge is in-process and canned (no HTTP, no litellm import: a child starts in a fraction of
+a second); the judge faults themselves are covered through litellm elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from pydantic import BaseModel
+
+from spanjudge.evaluators.judges import Judge
+from spanjudge.evaluators.judges.base import Messages, Usage
+from spanjudge.evaluators.metrics import BiasMetric
+from spanjudge.evaluators.online import Rule
+from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.exporters.store import open_store
+
+POINTS = ("before_claim", "mid_judge", "after_complete", "mid_emit")
+LEASE = 30.0
+
+
+class CannedJudge(Judge):
+    """Finds no opinion in any answer (Bias 0.0, one call per target); counts its calls."""
+
+    model_name = "canned-judge"
+
+    def _complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+        return json.dumps({"opinions": []}), Usage(calls=1)
+
+    async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+        return self._complete(messages, schema)
+
+
+def make_monitor(store: Any, sink_url: str, clock: Any, judge: Judge) -> Monitor:
+    return Monitor(
+        [Rule(BiasMetric(model=judge), target="agent")],
+        store=store,
+        emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink_url, timeout=5)),
+        settle_seconds=10,
+        lease_seconds=LEASE,
+        retention_seconds=None,
+        clock=clock,
+    )
+
+
+def main() -> None:
+    store_url, sink_url, offset, point, marker = sys.argv[1:6]
+    if point not in POINTS:
+        raise SystemExit(f"unknown point {point!r}")
+
+    def stop_here() -> None:
+        Path(marker).write_text(point)
+        time.sleep(3600)  # the parent kills us here
+
+    judge = CannedJudge()
+    store = open_store(store_url)
+    if point == "before_claim":
+        claim = store.claim_jobs
+        store.claim_jobs = lambda **kw: (stop_here(), claim(**kw))[1]  # type: ignore[method-assign]
+    elif point == "mid_judge":
+
+        async def hang(messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+            stop_here()
+            raise AssertionError("not reached")
+
+        judge._a_complete = hang  # type: ignore[method-assign]
+    elif point == "after_complete":
+        complete = store.complete_job
+
+        def complete_then_stop(job_id: int, **kw: Any) -> bool:
+            done = complete(job_id, **kw)
+            stop_here()
+            return done
+
+        store.complete_job = complete_then_stop  # type: ignore[method-assign]
+    else:
+        store.mark_emitted = lambda job_ids, **kw: stop_here()  # type: ignore[method-assign]
+
+    monitor = make_monitor(store, sink_url, lambda: time.time() + float(offset), judge)
+    monitor.tick()
+    raise SystemExit(f"the point {point} was never reached")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""SIGKILL of an evaluator process at each named point of a job's life, then a fresh monitor.
+
+The victim (tests/reliability/killable_evaluator.py) runs a real Monitor on the test's SQLite
+file and stops dead at one point (it writes a marker file and sleeps there); the test SIGKILLs it,
+checks what the store holds at that moment, and lets a fresh monitor (its clock a lease later)
+finish the work. Each (rule, target) must end with exactly one result, and each target with
+exactly one evaluation span id at the OTLP sink: a re-emission after a crash reuses the id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spanjudge.exporters.store import open_store
+from tests.evaluators.loop.conftest import App
+from tests.reliability.app import ANSWER, agent
+from tests.reliability.killable_evaluator import LEASE, POINTS, CannedJudge, make_monitor
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = 4
+
+# What the victim left behind when it died: (results stored, evaluation spans sent).
+LEFT_BEHIND = {
+    "before_claim": (0, 0),
+    "mid_judge": (0, 0),
+    "after_complete": (1, 0),  # the first job's result, stored and not emitted
+    "mid_emit": (TARGETS, TARGETS),  # every result stored and sent, none marked emitted
+}
+
+
+def kill_at(point: str, store_url: str, sink_url: str, offset: float, tmp_path: Path) -> None:
+    marker = tmp_path / f"{point}.reached"
+    victim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability.killable_evaluator",
+            store_url,
+            sink_url,
+            str(offset),
+            point,
+            str(marker),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            if victim.poll() is not None:
+                err = victim.stderr.read().decode()[-2000:] if victim.stderr else ""
+                raise AssertionError(f"the victim exited before {point}: {err}")
+            assert time.monotonic() < deadline, f"the victim never reached {point}"
+            time.sleep(0.02)
+        os.kill(victim.pid, signal.SIGKILL)
+        assert victim.wait(10) == -signal.SIGKILL
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
+    point: str, route_spans: Any, clock: Any, sink: Any, tmp_path: Path
+) -> None:
+    """Expected: whatever point the evaluator dies at, a fresh monitor a lease later judges
+    only the targets without a stored result, re-emits stored-but-unconfirmed results, and in
+    the end every target has exactly one result row and exactly one distinct evaluation span id
+    at the sink; only a kill mid-emit re-sends a span, with the same id."""
+    store_url = f"sqlite:///{tmp_path}/spans.db"
+    store = open_store(store_url)
+    app = App(store, clock)
+    route_spans(app.processor)
+    for i in range(TARGETS):
+        agent(f"Question {i} about returns?", ANSWER)
+    app.flush()
+    offset = clock.now + 11 - time.time()  # the victim's clock: our spans have settled
+
+    kill_at(point, store_url, sink.traces_url, offset, tmp_path)
+
+    stored, sent = LEFT_BEHIND[point]
+    assert len(store.results()) == stored
+    assert len(sink.spans) == sent
+    assert len(store.unemitted_results()) == stored  # nothing confirmed by the victim
+    stats = store.stats(now=clock.now + 11)
+    if point == "before_claim":
+        assert (stats.pending, stats.leased) == (TARGETS, 0)  # planned, never claimed
+    else:
+        assert stats.leased == TARGETS - stored  # leases of a dead process
+
+    judge = CannedJudge()
+    heir = make_monitor(
+        store, sink.traces_url, lambda: time.time() + offset + LEASE + 1, judge
+    )  # a lease later: the victim's leases expired, its results are orphans
+    report = heir.tick()
+    assert report.scored == TARGETS - stored
+    assert report.reemitted == stored
+    assert judge.usage.calls == TARGETS - stored  # no target judged again once stored
+
+    results = store.results()
+    keys = Counter((r.rule, r.target_id) for r in results)
+    assert len(keys) == TARGETS and set(keys.values()) == {1}, keys
+    assert all(r.status == "scored" for r in results)
+    assert store.unemitted_results() == []
+    by_id = Counter(s.span_id for s in sink.spans)
+    duplicates = sum(by_id.values()) - len(by_id)
+    assert set(by_id) == {r.evaluation_span_id for r in results}, (
+        f"{point}: {len(by_id)} distinct evaluation span ids for {TARGETS} targets "
+        f"({duplicates} re-sent with the same id)"
+    )
+    assert duplicates == sent, f"{point}: {duplicates} evaluation spans re-sent with the same id"
+
+    again = heir.tick()
+    assert again.claimed == 0 and again.reemitted == 0
+    heir.close()
+    app.exporter.shutdown()
+    store.close()
