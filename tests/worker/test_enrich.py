@@ -320,3 +320,30 @@ def test_worker_process_killed_mid_hold_then_restarted(
     scored = [s for s in spans if score_key("Faithfulness", "value") in s.attributes]
     assert scored, "the held LLM spans carry their faithfulness scores"
     assert all(s.attributes[score_key("Faithfulness", "label")] in ("pass", "fail") for s in scored)
+
+
+def test_two_workers_on_one_store_forward_each_span_once(
+    make_worker: Callable[..., Worker], demo_records: list[SpanRecord]
+) -> None:
+    """A trace's spans arrive at different workers; each holds or passes what it received and
+    either may forward it; the backend gets every span once, the scored ones with scores."""
+    clock, backend = Clock(), FlakyBackend()
+    workers = [make_worker(backend, clock), make_worker(backend, clock)]
+    for i, worker in enumerate(workers):
+        worker.gate.write(demo_records[i::2])
+    clock.now += SETTLE + 1
+    for worker in workers:
+        worker.monitor.tick()
+    clock.now += IDLE
+    for worker in workers:
+        worker.monitor.tick()
+    for worker in reversed(workers):
+        worker.enricher.drain()
+    forwarded = app_span_ids(backend)
+    assert set(forwarded) == {(s.trace_id, s.span_id) for s in demo_records}
+    assert set(forwarded.values()) == {1}
+    results = [r for r in workers[0].store.results(limit=1000) if r.target_type != "conversation"]
+    by_id = {f"{s.context.span_id:016x}": s for s in backend.spans() if not is_evaluation(s)}
+    assert results and all(
+        score_key(r.metric, "value") in by_id[r.span_id].attributes for r in results
+    )
