@@ -347,3 +347,21 @@ def test_two_workers_on_one_store_forward_each_span_once(
     assert results and all(
         score_key(r.metric, "value") in by_id[r.span_id].attributes for r in results
     )
+
+
+def test_the_readme_example_runs_offline_and_prints_scores_on_spans() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "examples/enrich_mode.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    ).stdout
+    assert "not an LLM" in out
+    assert "spanjudge.score.faithfulness.label = fail" in out  # the planted 90-vs-30-days answer
+    assert "spanjudge.score.faithfulness.value = 0.5" in out
