@@ -8,8 +8,12 @@
   the bound ``workers * concurrency / (judge calls per evaluation * latency)``.
 * lag: trace end (the post) to the result being stored, p50/p99, from the scale-out runs.
 * rss: worker VmRSS after each run.
+* enrich: the same ingest run with ``mode = "enrich"`` (every span also gets an outbox entry and
+  is forwarded to a loopback backend that accepts without parsing), run right after the
+  child-span run on the same store kind, so the outbox's cost is read side by side; plus how
+  many spans were forwarded and how long the forwarder took to catch up after the load ended.
 
-    python benchmarks/worker.py [--seconds 5] [--turns 120] [--latency 0.1]
+    python benchmarks/worker.py [--seconds 5] [--turns 120] [--latency 0.1] [--ingest-only]
 """
 
 from __future__ import annotations
@@ -191,14 +195,56 @@ def _judge_config(judge: Any) -> dict[str, Any]:
     }
 
 
-def bench_ingest(store_url: str, schema: str | None, seconds: float, tmp: Path) -> dict[str, Any]:
+class NullBackend:
+    """An OTLP/HTTP endpoint on loopback that answers 200 without decoding (enrich forwarding)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _forwarded(url: str) -> int:
+    """spanjudge_enrich_forwarded_spans_total summed over labels, from the worker's /metrics."""
+    import httpx
+
+    total = 0.0
+    for line in httpx.get(url + "/metrics", timeout=5).text.splitlines():
+        if line.startswith("spanjudge_enrich_forwarded_spans_total{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def bench_ingest(
+    store_url: str, schema: str | None, seconds: float, tmp: Path, mode: str = "child-span"
+) -> dict[str, Any]:
     from spanjudge.demo_judge import start_offline_judge
 
     judge = start_offline_judge()
     config = {**_judge_config(judge), "store_url": store_url, "interval_seconds": 3600.0}
     if schema:
         config["store_schema"] = schema
-    worker = Worker(config, tmp, f"ingest-{schema or 'sqlite'}")
+    backend = NullBackend() if mode == "enrich" else None
+    if backend is not None:
+        config.update(mode="enrich", downstream_endpoint=backend.url, max_hold_seconds=3600.0)
+    worker = Worker(config, tmp, f"ingest-{mode}-{schema or 'sqlite'}")
     try:
         worker.wait_ready()
         out = subprocess.run(
@@ -217,10 +263,26 @@ def bench_ingest(store_url: str, schema: str | None, seconds: float, tmp: Path) 
         load = json.loads(out)
         load["spans_per_second"] = round(load["spans"] / load["seconds"])
         load["worker_rss_mb"] = round(worker.rss_mb(), 1)
+        if backend is not None:
+            # held spans (agent spans, for the bias rule) wait for evaluations that are parked
+            # here, so only the pass-through share can be forwarded during this run
+            ended = time.perf_counter()
+            forwarded = _forwarded(worker.url)
+            while time.perf_counter() - ended < 60:
+                time.sleep(0.5)
+                now = _forwarded(worker.url)
+                if now == forwarded:
+                    break
+                forwarded = now
+            load["forwarded_spans"] = forwarded
+            load["forwarded_share"] = round(forwarded / max(load["spans"], 1), 3)
+            load["forward_catch_up_seconds"] = round(time.perf_counter() - ended, 1)
         return load
     finally:
         worker.stop()
         judge.stop()
+        if backend is not None:
+            backend.stop()
 
 
 def bench_scale(
@@ -327,6 +389,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=120)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--ingest-only", action="store_true", help="skip the scale-out runs")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.load:
@@ -340,13 +403,28 @@ def main() -> None:
         result: dict[str, Any] = {
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
             "ingest_sqlite": bench_ingest(f"sqlite:///{tmp}/ingest.db", None, args.seconds, tmp),
+            "ingest_sqlite_enrich": bench_ingest(
+                f"sqlite:///{tmp}/ingest-enrich.db", None, args.seconds, tmp, "enrich"
+            ),
         }
         try:
             result["ingest_postgres"] = bench_ingest(PG_URL, pg_schema, args.seconds, tmp)
+            result["ingest_postgres_enrich"] = bench_ingest(
+                PG_URL, pg_schema + "e", args.seconds, tmp, "enrich"
+            )
         finally:
-            store = open_store(PG_URL, schema=pg_schema)
-            store.drop_schema()  # type: ignore[attr-defined]
-            store.close()
+            for name in (pg_schema, pg_schema + "e"):
+                store = open_store(PG_URL, schema=name)
+                store.drop_schema()  # type: ignore[attr-defined]
+                store.close()
+        for kind in ("sqlite", "postgres"):
+            plain, enrich = result[f"ingest_{kind}"], result[f"ingest_{kind}_enrich"]
+            result[f"enrich_ingest_ratio_{kind}"] = round(
+                enrich["spans_per_second"] / max(plain["spans_per_second"], 1), 2
+            )
+        if args.ingest_only:
+            print(json.dumps(result, indent=2))
+            return
         result["scale_out"] = [
             bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
         ]

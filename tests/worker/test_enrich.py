@@ -80,6 +80,13 @@ def app_span_ids(backend: FlakyBackend) -> Counter[tuple[str, str]]:
     )
 
 
+def assert_each_span_once(backend: FlakyBackend, records: list[SpanRecord]) -> None:
+    forwarded = app_span_ids(backend)
+    assert set(forwarded) == {(s.trace_id, s.span_id) for s in records}, "a span is missing"
+    duplicated = [key for key, n in forwarded.items() if n > 1]
+    assert not duplicated, f"forwarded more than once: {duplicated}"
+
+
 @pytest.fixture
 def demo_records(demo_request: Any) -> list[SpanRecord]:
     return decode_protobuf(demo_request.SerializeToString())
@@ -237,9 +244,7 @@ def test_a_backend_that_refuses_gets_everything_later_once(
     evaluate_everything(worker, clock)
     clock.now += HOLD
     worker.enricher.drain()
-    forwarded = app_span_ids(backend)
-    assert set(forwarded) == {(s.trace_id, s.span_id) for s in demo_records}
-    assert set(forwarded.values()) == {1}
+    assert_each_span_once(backend, demo_records)
     text = _scrape(worker)
     assert "spanjudge_enrich_forward_failed_spans_total{" in text
     assert _value(text, "spanjudge_enrich_forward_failed_spans_total") == backend.refused
@@ -260,9 +265,7 @@ def test_a_restart_mid_hold_loses_and_duplicates_nothing(
     first.store.close()
     second = make_worker(backend, clock)
     evaluate_everything(second, clock)
-    forwarded = app_span_ids(backend)
-    assert set(forwarded) == {(s.trace_id, s.span_id) for s in demo_records}
-    assert set(forwarded.values()) == {1}
+    assert_each_span_once(backend, demo_records)
     assert second.enricher.forwarded == len(demo_records) - len(passed)
     assert any(k.startswith("spanjudge.score.") for s in backend.spans() for k in s.attributes), (
         "the held spans went out with their scores"
@@ -339,9 +342,7 @@ def test_two_workers_on_one_store_forward_each_span_once(
         worker.monitor.tick()
     for worker in reversed(workers):
         worker.enricher.drain()
-    forwarded = app_span_ids(backend)
-    assert set(forwarded) == {(s.trace_id, s.span_id) for s in demo_records}
-    assert set(forwarded.values()) == {1}
+    assert_each_span_once(backend, demo_records)
     results = [r for r in workers[0].store.results(limit=1000) if r.target_type != "conversation"]
     by_id = {f"{s.context.span_id:016x}": s for s in backend.spans() if not is_evaluation(s)}
     assert results and all(
