@@ -22,10 +22,8 @@ from spanjudge.exporters.store import StoreError
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from tests.evaluators.loop.conftest import Clock
 from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
+from tests.reliability.probes import NO_OPINIONS
 from tests.support.otlp_sink import OtlpSink
-
-# The healthy judge's answer: Bias finds no opinion, so it scores 0.0 (pass) in one call.
-NO_OPINIONS = {"opinions": []}
 
 
 class _Route(SpanProcessor):

@@ -1,5 +1,5 @@
-"""Small probes the reliability tests share: read a Prometheus registry, find a closed port,
-bring an OTLP sink up on a given port."""
+"""Small probes the reliability tests share: a healthy judge answer, a Prometheus reading, a
+closed port, and an OTLP sink brought up on a given port."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from http.server import ThreadingHTTPServer
 from prometheus_client import CollectorRegistry
 
 from tests.support.otlp_sink import OtlpSink
+
+# The healthy judge's answer: Bias finds no opinion, so it scores 0.0 (pass) in one call.
+NO_OPINIONS = {"opinions": []}
 
 
 def prom(registry: CollectorRegistry, name: str, **labels: str) -> float:

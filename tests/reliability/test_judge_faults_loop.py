@@ -27,8 +27,7 @@ from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent, flaky_agent
-from tests.reliability.conftest import NO_OPINIONS
-from tests.reliability.probes import closed_port, prom
+from tests.reliability.probes import NO_OPINIONS, closed_port, prom
 
 MAX_ATTEMPTS = 3  # monitor: attempts of one job across ticks
 JUDGE_RETRIES = 1  # judge: HTTP retries inside one judge call

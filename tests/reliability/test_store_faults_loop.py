@@ -36,8 +36,7 @@ from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 from spanjudge.exporters.store_exporter import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
 from spanjudge.tracer import attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent
-from tests.reliability.conftest import NO_OPINIONS
-from tests.reliability.probes import prom
+from tests.reliability.probes import NO_OPINIONS, prom
 
 LEASE = 30.0
 DROPPED = "spanjudge_exporter_dropped_spans_total"
