@@ -306,7 +306,3 @@ class EnrichEmitter:
     @property
     def dropped_total(self) -> int:
         return int(getattr(self.emitter, "dropped_total", 0))
-
-    @property
-    def exported(self) -> int:
-        return int(getattr(self.emitter, "exported", 0))
