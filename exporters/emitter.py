@@ -197,7 +197,8 @@ class ScoreEmitter:
         self.resource = resource or _default_resource()
         self.telemetry = telemetry
         self.max_queue = max_queue
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[tuple[ReadableSpan, Any]] = deque()
+        self._confirmed: list[Any] = []
         self._cond = threading.Condition(threading.Lock())
         self._in_flight = 0
         self._flush_requested = False
@@ -231,8 +232,11 @@ class ScoreEmitter:
             except Exception:  # telemetry must never break emission
                 logger.debug("telemetry failed", exc_info=True)
 
-    def emit(self, record: EvaluationRecord) -> None:
-        """Queue the evaluation span of ``record``; returns at once, never raises."""
+    def emit(self, record: EvaluationRecord, key: Any = None) -> None:
+        """Queue the evaluation span of ``record``; returns at once, never raises.
+
+        ``key`` (e.g. a job id) is handed back by :meth:`take_confirmed` once the exporter
+        accepted the span; a span that was dropped or failed never confirms its key."""
         try:
             span = evaluation_span(record, self.resource)
         except Exception:
@@ -251,7 +255,7 @@ class ScoreEmitter:
             if len(self._queue) >= self.max_queue:
                 self._drop(DROP_QUEUE_FULL)
                 return
-            self._queue.append(span)
+            self._queue.append((span, key))
             if len(self._queue) >= _BATCH:
                 self._cond.notify_all()
 
@@ -269,17 +273,24 @@ class ScoreEmitter:
                 batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
                 self._in_flight = len(batch)
             try:
-                result = self.span_exporter.export(batch)
+                result = self.span_exporter.export([span for span, _ in batch])
             except Exception:
                 logger.warning("score export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
             with self._cond:
                 if result is SpanExportResult.SUCCESS:
                     self._exported += len(batch)
+                    self._confirmed.extend(key for _, key in batch if key is not None)
                 else:
                     self._drop(DROP_EXPORT_FAILED, len(batch))
                 self._in_flight = 0
                 self._cond.notify_all()
+
+    def take_confirmed(self) -> list[Any]:
+        """Keys of spans the exporter accepted since the last call (each handed back once)."""
+        with self._cond:
+            confirmed, self._confirmed = self._confirmed, []
+        return confirmed
 
     def force_flush(self, timeout_seconds: float = 10) -> bool:
         """Wait until every queued span was exported (or dropped); False on timeout."""

@@ -290,19 +290,26 @@ class EnrichEmitter:
         self.emitter = emitter
         self.enricher = enricher
         self.riding = 0  # results that will be sent as attributes of their span
+        self._riding_keys: list[Any] = []
+        self._lock = threading.Lock()
 
-    def emit(self, record: EvaluationRecord) -> None:
+    def emit(self, record: EvaluationRecord, key: Any = None) -> None:
         if self.enricher.waiting(record):
-            self.riding += 1
+            # nothing to send now: the outbox sends the span with this result on it
+            with self._lock:
+                self.riding += 1
+                if key is not None:
+                    self._riding_keys.append(key)
             return
-        self.emitter.emit(record)
+        self.emitter.emit(record, key)
+
+    def take_confirmed(self) -> list[Any]:
+        with self._lock:
+            riding, self._riding_keys = self._riding_keys, []
+        return riding + list(self.emitter.take_confirmed())
 
     def force_flush(self, timeout_seconds: float = 10) -> bool:
         return bool(self.emitter.force_flush(timeout_seconds))
 
     def shutdown(self, timeout_seconds: float = 10) -> None:
         self.emitter.shutdown(timeout_seconds)
-
-    @property
-    def dropped_total(self) -> int:
-        return int(getattr(self.emitter, "dropped_total", 0))

@@ -105,6 +105,7 @@ class Monitor:
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
         after_tick: Callable[[], Any] | None = None,
+        flush_timeout_seconds: float = 2.0,
     ) -> None:
         if not rules:
             raise ValueError("monitor() needs at least one Rule")
@@ -131,12 +132,11 @@ class Monitor:
         self.owner = owner or _default_owner()
         self.clock = clock
         self.after_tick = after_tick
+        self.flush_timeout_seconds = flush_timeout_seconds
         self._tick_lock = threading.Lock()
         self._stopping = threading.Event()
         self._scheduler: Any = None
         self._budgets: dict[str, Budget] = {}
-        self._completed: list[int] = []
-        self._emitter_dropped = getattr(emitter, "dropped_total", 0)
         now = clock()
         day_start = now - (now % 86400)
         for rule in rules:
@@ -210,8 +210,7 @@ class Monitor:
         # a tick started by hand on another thread: wait for it
         if self._tick_lock.acquire(timeout=timeout):
             self._tick_lock.release()
-        if self.emitter is not None:
-            self.emitter.force_flush(timeout)
+        self._mark_confirmed(self.clock(), wait=timeout)
 
     def close(self) -> None:
         self.stop()
@@ -284,7 +283,7 @@ class Monitor:
                 return
             report.claimed += len(jobs)
             asyncio.run(self._run_jobs(jobs, report))
-            self._confirm_emitted(self._completed, self.clock())
+            self._mark_confirmed(self.clock(), wait=self.flush_timeout_seconds)
             if progress is not None:
                 progress(len(jobs))
 
@@ -292,36 +291,39 @@ class Monitor:
     def _reemit(self, report: TickReport, now: float) -> None:
         if self.emitter is None:
             return
+        self._mark_confirmed(now, wait=0)  # what the exporter took since the last tick
         pending = self.store.unemitted_results(limit=1000)
         # A live evaluator emits right after storing; only results older than a lease are
-        # orphans of a crash (else we would race the process that is about to emit them).
+        # orphans of a crash or of a backend that was down (else we would race the process
+        # that is about to emit them).
         stale = [
             (job_id, rec)
             for job_id, rec in pending
             if rec.finished_at is None or rec.finished_at <= now - self.lease_seconds
         ]
-        for _, record in stale:
-            self.emitter.emit(record)
-        if stale and self._confirm_emitted([job_id for job_id, _ in stale], now):
-            report.reemitted += len(stale)
+        for job_id, record in stale:
+            self.emitter.emit(record, job_id)
+        if stale:
+            self._mark_confirmed(now, wait=self.flush_timeout_seconds)
+        report.reemitted += len(stale)
 
-    def _confirm_emitted(self, job_ids: Sequence[int], now: float) -> bool:
-        """Mark results emitted only once the exporter took them.
+    def _mark_confirmed(self, now: float, *, wait: float) -> int:
+        """Mark emitted the results whose evaluation spans the exporter confirmed.
 
-        ``emit()`` only queues; a process killed before the queue is exported would otherwise
-        leave results marked emitted that no backend ever received. Unconfirmed results stay
-        unemitted and are sent again (same span ids) after a lease, by this or another process.
+        ``emit()`` only queues; a result is marked emitted once the exporter took its span, so a
+        process killed before the export, or a backend that refused it, leaves it unemitted and
+        it is sent again (same span id) after a lease, by this or another process. ``wait``
+        bounds how long a tick waits for the exporter: a slow or dead backend delays marking,
+        never the evaluations.
         """
-        if self.emitter is None or not job_ids:
-            return False
-        dropped_before = self._emitter_dropped
-        flushed = self.emitter.force_flush(30)
-        self._emitter_dropped = getattr(self.emitter, "dropped_total", 0)
-        if not flushed or self._emitter_dropped != dropped_before:
-            logger.warning("evaluation spans not confirmed by the exporter; they will be re-sent")
-            return False
-        self.store.mark_emitted(job_ids, now=now)
-        return True
+        if self.emitter is None:
+            return 0
+        if wait > 0:
+            self.emitter.force_flush(wait)
+        confirmed = self.emitter.take_confirmed()
+        if confirmed:
+            self.store.mark_emitted(confirmed, now=now)
+        return len(confirmed)
 
     # ------------------------------------------------------------------ planning
     def _plan(self, report: TickReport, now: float) -> None:
@@ -409,7 +411,6 @@ class Monitor:
     # ------------------------------------------------------------------ running
     async def _run_jobs(self, jobs: Sequence[Job], report: TickReport) -> None:
         limit = asyncio.Semaphore(self.concurrency)
-        self._completed = []
 
         async def run(job: Job) -> None:
             async with limit:
@@ -482,8 +483,7 @@ class Monitor:
             report.lost_lease += 1
             return
         if self.emitter is not None:
-            self.emitter.emit(record)
-            self._completed.append(job.job_id)
+            self.emitter.emit(record, job.job_id)
         if self.telemetry is not None:
             self.telemetry.record_evaluation(record)
 

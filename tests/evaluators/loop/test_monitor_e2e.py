@@ -292,3 +292,59 @@ def test_daily_cost_budget_stops_planning_and_survives_a_restart(
     report = restarted.tick()
     assert report.skipped == {"cost_budget": 1} and report.scored == 0
     assert len(store.results()) == 1
+
+
+# A hang guard, not a speed check: a tick that waited for the stuck export (up to 30 s each
+# before this behaviour) would blow it; with it, the ticks wait 0.05 s for the exporter.
+@pytest.mark.timeout(20)
+def test_a_stalled_backend_delays_marking_not_evaluating(
+    app: Any, store: Any, offline_judge: ScriptedJudgeServer, clock: Any
+) -> None:
+    """An export that hangs does not hold the tick: the next traces are evaluated meanwhile,
+    results are marked emitted only for the spans the exporter confirmed, once it did."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class StalledBackend(SpanExporter):
+        def __init__(self) -> None:
+            self.release = threading.Event()
+            self.started = threading.Event()
+            self.received: list[Any] = []
+
+        def export(self, spans: Any) -> SpanExportResult:
+            self.started.set()
+            assert self.release.wait(60), "the test never released the backend"
+            self.received.extend(spans)
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            self.release.set()
+
+    backend = StalledBackend()
+    judge = offline_judge.judge()
+    mon = Monitor(
+        [Rule(BiasMetric(model=judge), target="agent")],
+        store=store,
+        emitter=ScoreEmitter(span_exporter=backend),
+        settle_seconds=10,
+        clock=clock,
+        retention_seconds=None,
+        flush_timeout_seconds=0.05,
+    )
+    agent("How long do refunds take?", "Refunds are possible within 30 days of delivery.")
+    app.flush()
+    clock.advance(11)
+    assert mon.tick().scored == 1
+    assert backend.started.wait(10)  # the export is in flight and stuck
+    agent("Can I pay by card?", "Yes, every major card is accepted.")
+    app.flush()
+    clock.advance(11)
+    assert mon.tick().scored == 1  # evaluation went on while the backend hung
+    assert not backend.release.is_set() and backend.received == []
+    assert len(store.unemitted_results()) == 2  # nothing confirmed, nothing marked
+    backend.release.set()
+    assert mon.emitter is not None and mon.emitter.force_flush(10)
+    mon.tick()
+    assert store.unemitted_results() == []
+    assert len(backend.received) == 2

@@ -210,3 +210,30 @@ def test_bounded_queue_drops_and_counts() -> None:
     assert emitter.force_flush(5)
     emitter.shutdown()
     assert stuck.seen + emitter.dropped_total == 40
+
+
+def test_keys_are_confirmed_only_for_spans_the_exporter_took() -> None:
+    class Switchable(SpanExporter):
+        ok = False
+
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS if self.ok else SpanExportResult.FAILURE
+
+        def shutdown(self) -> None:
+            pass
+
+    exporter = Switchable()
+    emitter = ScoreEmitter(span_exporter=exporter)
+    try:
+        emitter.emit(make_record(target_id=f"{1:016x}"), 1)
+        assert emitter.force_flush(10)
+        assert emitter.take_confirmed() == []  # refused: never confirmed
+        exporter.ok = True
+        emitter.emit(make_record(target_id=f"{2:016x}"), 2)
+        emitter.emit(make_record(target_id=f"{3:016x}"))  # no key: nothing to confirm
+        emitter.emit(make_record(trace_id=None), 4)  # invalid: dropped, never confirmed
+        assert emitter.force_flush(10)
+        assert emitter.take_confirmed() == [2]
+        assert emitter.take_confirmed() == []  # each key handed back once
+    finally:
+        emitter.shutdown(5)
