@@ -133,6 +133,7 @@ class Monitor:
         self.clock = clock
         self.after_tick = after_tick
         self.flush_timeout_seconds = flush_timeout_seconds
+        self._emit_stalled = False  # the last flush timed out: do not wait again until it drains
         self._tick_lock = threading.Lock()
         self._stopping = threading.Event()
         self._scheduler: Any = None
@@ -210,6 +211,7 @@ class Monitor:
         # a tick started by hand on another thread: wait for it
         if self._tick_lock.acquire(timeout=timeout):
             self._tick_lock.release()
+        self._emit_stalled = False  # one last full wait
         self._mark_confirmed(self.clock(), wait=timeout)
 
     def close(self) -> None:
@@ -319,7 +321,10 @@ class Monitor:
         if self.emitter is None:
             return 0
         if wait > 0:
-            self.emitter.force_flush(wait)
+            # while the exporter is stuck (a dead backend retrying), ticks do not wait on it
+            # again; a flush that finds the queue drained ends that
+            flushed = self.emitter.force_flush(0 if self._emit_stalled else wait)
+            self._emit_stalled = not flushed
         confirmed = self.emitter.take_confirmed()
         if confirmed:
             self.store.mark_emitted(confirmed, now=now)
