@@ -37,6 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("SPANJUDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+def _machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count()}
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -381,6 +385,94 @@ def bench_scale(
         store.close()
 
 
+def bench_lag_steady(
+    traces: int, gap: float, latency: float, tmp: Path, backend_up: bool = True
+) -> dict[str, Any]:
+    """Lag at a sustainable rate: one agent turn every ``gap`` seconds to one worker (the burst
+    in bench_scale measures queueing instead). Lag = result stored - the turn's end. One turn
+    is sent first and not counted (it pays litellm's import). ``backend_up=False``: the
+    downstream OTLP endpoint refuses connections for the whole run."""
+    import httpx
+
+    from spanjudge.demo_judge import start_offline_judge
+    from spanjudge.exporters.store import open_store
+
+    judge = start_offline_judge(latency=latency)
+    backend = NullBackend()
+    settle, interval = 0.5, 0.25
+    store_url = f"sqlite:///{tmp}/lag-{backend_up}.db"
+    config = {
+        **_judge_config(judge),
+        "downstream_endpoint": backend.url if backend_up else "http://127.0.0.1:9/v1/traces",
+        "store_url": store_url,
+        "interval_seconds": interval,
+        "settle_seconds": settle,
+    }
+    worker = Worker(config, tmp, f"lag-{backend_up}")
+    store = open_store(store_url)
+    one_turn = demo_turns_request(1)
+    ends: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    try:
+        worker.wait_ready()
+        httpx.post(  # warm-up turn, not counted
+            worker.url + "/v1/traces",
+            content=remapped(one_turn, 0x3A3A).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=30,
+        )
+        warm_deadline = time.time() + 60
+        while not store.results(rule="bias") and time.time() < warm_deadline:
+            time.sleep(0.05)
+        calls_before = len(judge.requests)
+
+        def post_all() -> None:
+            for i in range(traces):
+                request = remapped(one_turn, 0x5EED0000 + i)
+                for rs in request.resource_spans:
+                    for ss in rs.scope_spans:
+                        for sp in ss.spans:
+                            if sp.name.startswith("invoke_agent"):
+                                ends[sp.span_id.hex()] = sp.end_time_unix_nano / 1e9
+                httpx.post(
+                    worker.url + "/v1/traces",
+                    content=request.SerializeToString(),
+                    headers={"Content-Type": "application/x-protobuf"},
+                    timeout=30,
+                )
+                time.sleep(gap)
+
+        poster = threading.Thread(target=post_all)
+        poster.start()
+        deadline = time.time() + traces * gap + 120
+        while time.time() < deadline and (poster.is_alive() or len(seen) < len(ends)):
+            now = time.time()
+            for r in store.results(rule="bias", limit=100_000):
+                if r.target_id in ends:
+                    seen.setdefault(r.target_id, now)
+            time.sleep(0.05)
+        poster.join()
+        calls_per_eval = (len(judge.requests) - calls_before) / max(len(seen), 1)
+        lags = sorted(seen[k] - ends[k] for k in seen if k in ends)
+        return {
+            "backend": "up" if backend_up else "refusing connections",
+            "traces": traces,
+            "gap_seconds": gap,
+            "evaluations": len(seen),
+            "judge_calls_per_evaluation": round(calls_per_eval, 2),
+            "lag_p50_s": round(lags[len(lags) // 2], 3) if lags else None,
+            "lag_p99_s": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 3)
+            if lags
+            else None,
+            "lag_goal_s": round(settle + interval + calls_per_eval * latency, 3),
+        }
+    finally:
+        worker.stop()
+        judge.stop()
+        backend.stop()
+        store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", help=argparse.SUPPRESS)
@@ -390,6 +482,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--ingest-only", action="store_true", help="skip the scale-out runs")
+    parser.add_argument("--lag-traces", type=int, default=20)
+    parser.add_argument("--lag-gap", type=float, default=1.0)
+    parser.add_argument("--lag-only", action="store_true", help="only the steady-rate lag run")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.load:
@@ -399,9 +494,16 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.lag_only:
+            lag = [
+                bench_lag_steady(args.lag_traces, args.lag_gap, args.latency, tmp, up)
+                for up in (True, False)
+            ]
+            print(json.dumps({"machine": _machine(), "lag_steady": lag}, indent=2))
+            return
         pg_schema = f"sjbench_{uuid.uuid4().hex[:8]}"
         result: dict[str, Any] = {
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+            "machine": _machine(),
             "ingest_sqlite": bench_ingest(f"sqlite:///{tmp}/ingest.db", None, args.seconds, tmp),
             "ingest_sqlite_enrich": bench_ingest(
                 f"sqlite:///{tmp}/ingest-enrich.db", None, args.seconds, tmp, "enrich"
@@ -425,6 +527,10 @@ def main() -> None:
         if args.ingest_only:
             print(json.dumps(result, indent=2))
             return
+        result["lag_steady"] = [
+            bench_lag_steady(args.lag_traces, args.lag_gap, args.latency, tmp, up)
+            for up in (True, False)
+        ]
         result["scale_out"] = [
             bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
         ]
