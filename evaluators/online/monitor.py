@@ -294,6 +294,9 @@ class Monitor:
         if self.emitter is None:
             return
         self._mark_confirmed(now, wait=0)  # what the exporter took since the last tick
+        if self._emit_stalled and not self.emitter.force_flush(0):
+            return  # the exporter is still stuck on earlier spans: re-sending would only drop
+        self._emit_stalled = False
         pending = self.store.unemitted_results(limit=1000)
         # A live evaluator emits right after storing; only results older than a lease are
         # orphans of a crash or of a backend that was down (else we would race the process

@@ -343,6 +343,10 @@ def test_a_stalled_backend_delays_marking_not_evaluating(
     assert mon.tick().scored == 1  # evaluation went on while the backend hung
     assert not backend.release.is_set() and backend.received == []
     assert len(store.unemitted_results()) == 2  # nothing confirmed, nothing marked
+    clock.advance(mon.lease_seconds + 1)
+    # a lease later they count as orphans, but the exporter is still stuck on them: re-sending
+    # would only pile up behind it
+    assert mon.tick().reemitted == 0
     backend.release.set()
     assert mon.emitter is not None and mon.emitter.force_flush(10)
     mon.tick()
