@@ -299,9 +299,11 @@ def bench_scale(
 
     schema = f"sjbench_{uuid.uuid4().hex[:8]}"
     judge = start_offline_judge(latency=latency)
+    backend = NullBackend()
     settle, interval = 0.5, 0.25
     config = {
         **_judge_config(judge),
+        "downstream_endpoint": backend.url,
         "store_url": PG_URL,
         "store_schema": schema,
         "interval_seconds": interval,
@@ -381,6 +383,7 @@ def bench_scale(
         for w in workers:
             w.stop()
         judge.stop()
+        backend.stop()
         store.drop_schema()  # type: ignore[attr-defined]
         store.close()
 
@@ -485,6 +488,7 @@ def main() -> None:
     parser.add_argument("--lag-traces", type=int, default=20)
     parser.add_argument("--lag-gap", type=float, default=1.0)
     parser.add_argument("--lag-only", action="store_true", help="only the steady-rate lag run")
+    parser.add_argument("--scale-only", action="store_true", help="only the scale-out runs")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.load:
@@ -494,6 +498,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.scale_only:
+            scale = [
+                bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
+            ]
+            print(json.dumps({"machine": _machine(), "scale_out": scale}, indent=2))
+            return
         if args.lag_only:
             lag = [
                 bench_lag_steady(args.lag_traces, args.lag_gap, args.latency, tmp, up)

@@ -234,6 +234,9 @@ class Worker:
             settle_seconds=settings.settle_seconds,
             idle_seconds=settings.idle_seconds,
             concurrency=settings.concurrency,
+            # claim only what runs now: a worker that leased a large batch would keep it from
+            # idle workers until it got through it (3 workers used to scale like 2)
+            batch_size=settings.concurrency,
             lease_seconds=settings.lease_seconds,
             max_attempts=settings.max_attempts,
             retention_seconds=settings.retention_seconds,
