@@ -451,10 +451,15 @@ def role_app(args: argparse.Namespace) -> None:
             return None
         return k, k % 2 == 1  # odd windows carry the fault
 
+    flood_per_window: dict[int, int] = {}
+
     def flood() -> None:  # overload row: a burst of the app's own calls beside the paced ones
         while not stop.is_set():
             handle("flood")
             flood_calls[0] += 1
+            p = phase_of(time.time())
+            if p is not None:
+                flood_per_window[p[0]] = flood_per_window.get(p[0], 0) + 1
 
     def slow_switch() -> None:  # overload row: the store falls behind in fault windows
         while not stop.is_set():
@@ -516,6 +521,7 @@ def role_app(args: argparse.Namespace) -> None:
                 "p99_us": round(pct(samples[k], 0.99), 1),
                 "rss_mb": round(rss.get(k, 0.0), 1),
                 "max_queued": queued.get(k, 0),
+                "flood_calls_per_s": round(flood_per_window.get(k, 0) / (window - guard)),
             }
             for k in range(windows)
         ],
@@ -633,6 +639,7 @@ class DiskFull(Fault):
 
         self.filler = SQLiteStore(path, pragmas={"max_page_count": max_pages})
         self.n = 0
+        self.closed = False
 
     def _fill(self, attributes: dict[str, str], limit: int) -> None:
         from spanjudge.exporters.records import SpanRecord
@@ -652,10 +659,12 @@ class DiskFull(Fault):
         self._fill({}, 2000)  # then small rows, so no free page is left
 
     def off(self) -> None:
-        self.filler.delete_older_than(OLD + 1)
+        if not self.closed:
+            self.filler.delete_older_than(OLD + 1)
 
     def close(self) -> None:
         self.off()
+        self.closed = True
         self.filler.close()
 
 
@@ -737,7 +746,7 @@ def app_row(
         cfg["otlp"] = f"http://127.0.0.1:{sink.port}"
     if kind == "overload":
         cfg["flood"] = True
-        cfg["slow_write_seconds"] = 0.2
+        cfg["slow_write_seconds"] = 1.0  # per batch of up to 512 spans
     app = subprocess.Popen(
         [sys.executable, __file__, "--role", "app", "--config", json.dumps(cfg)],
         stdout=subprocess.PIPE,
@@ -783,6 +792,7 @@ def app_row(
         sink.down()
     stored_spans = _count_spans(path)
     eval_store.close()
+    app_spans_at_backend = len(sink.spans) - counts["evaluation_spans_received"]
     dropped = sum(app_result["dropped"].values())
     row: dict[str, Any] = {
         "fault": name,
@@ -799,11 +809,14 @@ def app_row(
             "tick_errors": dict(evaluator.errors),
             "max_tick_seconds": round(evaluator.max_tick_seconds, 2),
             "reemitted": evaluator.reemitted,
+            "emitter_dropped": evaluator.mon.emitter.dropped,
             "caught_up_seconds": None if caught_up_at is None else round(caught_up_at, 1),
         },
         "fault_injection_seconds": [round(x, 2) for x in injected],
         "sample_rate": sample_rate,
     }
+    if kind == "backend_down":
+        row["app_spans_at_backend"] = app_spans_at_backend  # the app's own OTLP exporter
     if isinstance(fault, FileDeleted):
         row["gone_with_deleted_file"] = app_result["produced_spans"] - dropped - stored_spans
         row["deletions"] = fault.deletions
@@ -822,6 +835,11 @@ def app_row(
             "rss_mb_end": app_result["rss_mb_end"],
             "backlog_drain_seconds": app_result["drain_seconds"],
         }
+        flood = [w["flood_calls_per_s"] for w in app_result["windows"]]
+        base, slowed = flood[0::2], flood[1::2]
+        row["overload"]["flood_calls_per_s_baseline"] = round(sum(base) / len(base))
+        row["overload"]["flood_calls_per_s_slowed_store"] = round(sum(slowed) / len(slowed))
+        row["overload"]["flood_throughput_change_pct"] = change(sum(slowed), sum(base))
     return row
 
 
@@ -834,6 +852,8 @@ def role_evaluator(args: argparse.Namespace) -> None:
     store = open_store(args.store)
     judge = litellm_judge(args.judge, timeout=10.0)
     mon = make_monitor(store, judge, otlp_emitter(args.sink), 1.0, batch_size=16)
+    import litellm  # noqa: F401  (imported on the first judge call otherwise: kills would land in it)
+
     print("ready", flush=True)
     scored, reemitted = 0, 0
     deadline = time.monotonic() + 120
@@ -878,13 +898,13 @@ def row_kill(cases: int, kills: int, tmp: Path, rng: random.Random) -> dict[str,
             victim = subprocess.Popen(base, stdout=subprocess.PIPE, text=True, cwd=ROOT)
             assert victim.stdout is not None
             victim.stdout.readline()  # "ready": imported, monitor built
-            delay = rng.uniform(0.2, 1.5)
+            delay = rng.uniform(0.3, 2.0)
             time.sleep(delay)
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
             delays.append(round(delay, 2))
             results_at_kill.append(len(store.results(limit=10**6)))
-        heir = subprocess.run(base + ["--finish"], capture_output=True, text=True, cwd=ROOT)
+        heir = subprocess.run([*base, "--finish"], capture_output=True, text=True, cwd=ROOT)
         lines = heir.stdout.splitlines()
         heir_out = json.loads(lines[-1]) if lines else {"error": heir.stderr[-500:]}
         counts = count(store, sink, {f"{i + 1:016x}" for i in range(cases)})
