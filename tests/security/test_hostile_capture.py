@@ -197,8 +197,8 @@ def decorate(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return observe(kind=kind, name="hostile")(fn)
 
 
-def span_of(spans: Spans) -> Any:
-    finished = spans.all()
+def span_of(recorded: Spans) -> Any:
+    finished = recorded.all()
     assert len(finished) == 1, [s.name for s in finished]
     return finished[0]
 
