@@ -89,6 +89,35 @@ def dashboard_expressions(paths: list[Path] | None = None) -> list[Expression]:
     return out
 
 
+@dataclass(frozen=True)
+class Variable:
+    """A dashboard template variable filled by ``label_values(series, label)``."""
+
+    name: str
+    series: str
+    label: str
+
+
+_LABEL_VALUES = re.compile(r"^label_values\((.+),\s*([A-Za-z_]\w*)\)$")
+
+
+def dashboard_variables(paths: list[Path] | None = None) -> list[Variable]:
+    """Every Prometheus ``label_values(...)`` query variable of the dashboards."""
+    out: list[Variable] = []
+    for path in paths if paths is not None else DASHBOARDS:
+        board = json.loads(path.read_text(encoding="utf-8"))
+        for var in board.get("templating", {}).get("list", []):
+            ds = var.get("datasource") or {}
+            if var.get("type") != "query" or ds.get("uid") not in PROM_UIDS:
+                continue
+            query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+            match = _LABEL_VALUES.match(query.strip())
+            if match is None:
+                raise ValueError(f"{path.name}: variable {var['name']}: unsupported {query!r}")
+            out.append(Variable(var["name"], match.group(1).strip(), match.group(2)))
+    return out
+
+
 def _panels(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
     flat: list[dict[str, Any]] = []
     for p in panels:
