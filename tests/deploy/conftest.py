@@ -112,19 +112,21 @@ class LiveWorker:
             time.sleep(0.2)
 
 
-def send_demo_traffic(worker_url: str) -> None:
-    """Run the demo app (single questions + the four-turn conversation) in a child process,
-    traced by spanjudge with its OTLP/HTTP exporter pointed at the worker's receiver."""
+def send_demo_traffic(worker_url: str, conversation_id: str) -> None:
+    """Run the demo app (single questions + the four-turn conversation, here under
+    ``conversation_id``) in a child process, traced by spanjudge with its OTLP/HTTP exporter
+    pointed at the worker's receiver."""
     code = (
         "import sys, spanjudge\n"
-        "from spanjudge.demo_app import run_traffic\n"
+        "from spanjudge import demo_app\n"
+        "demo_app.CONVERSATION_ID = sys.argv[2]\n"
         "tracing = spanjudge.configure(service_name='support-bot', otlp_endpoint=sys.argv[1])\n"
-        "run_traffic()\n"
+        "demo_app.run_traffic()\n"
         "assert tracing.force_flush(), 'spans not exported'\n"
         "tracing.shutdown()\n"
     )
     subprocess.run(
-        [sys.executable, "-c", code, worker_url],
+        [sys.executable, "-c", code, worker_url, conversation_id],
         cwd=ROOT,
         check=True,
         timeout=WAIT,

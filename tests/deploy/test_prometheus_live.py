@@ -4,13 +4,14 @@ and runs every PromQL expression deploy/ ships against it.
 The worker is the real process (``spanjudge worker --config ...``: OTLP/HTTP receiver, SQLite
 store, scheduler, scores out over OTLP to a loopback sink), judged by the offline scripted judge
 (deterministic text rules, not an LLM) through litellm with a model litellm prices, so tokens
-and cost are counted. The demo app sends its traffic twice over OTLP to the worker's receiver;
-its planted faults give passes and fails for faithfulness, bias and topic adherence (the
-conversation rule included). What the dashboards also need is made to happen for real:
+and cost are counted. The demo app sends its traffic twice over OTLP to the worker's receiver
+(each round's conversation under its own id); its planted faults give passes and fails for
+faithfulness, bias and topic adherence. What the dashboards also need happens for real too:
 
 * judge errors: one more faithfulness rule is judged by a scripted server that answers every
   call with HTTP 400 (tests/deploy/worker_rules.py);
-* sampler skips: a rule with ``sample_rate = 0.5`` and one whose filter matches no demo span;
+* sampler skips: a rule with ``sample_rate = 0.5`` and one whose filter matches no demo
+  conversation;
 * a refused request: a body that is not OTLP protobuf (400) beside the accepted ones;
 * an old backlog, deliberately: before the worker starts, its store gets an open job created
   15 minutes ago for a rule no running worker has. ``Monitor._run_job`` releases a job whose rule
@@ -69,8 +70,8 @@ class Live:
         return {name for name, _ in self.exposition}
 
 
-def send_round(worker: LiveWorker) -> None:
-    send_demo_traffic(worker.process.url)
+def send_round(worker: LiveWorker, conversation_id: str) -> None:
+    send_demo_traffic(worker.process.url, conversation_id)
     refused = httpx.post(
         worker.process.url + "/v1/traces",
         content=b"this is not an OTLP protobuf body",
@@ -89,10 +90,10 @@ def live(tmp_path_factory: pytest.TempPathFactory, live_worker: LiveWorker) -> I
         prom.wait_for_scrapes(1)
         # Round one creates the labelled series; counters must then move between scrapes
         # for rate()/increase() to see a change, hence round two.
-        send_round(live_worker)
+        send_round(live_worker, "demo-conversation-1")
         first = live_worker.wait_idle(min_evaluations=1)
         prom.wait_for_scrapes(2)
-        send_round(live_worker)
+        send_round(live_worker, "demo-conversation-2")  # a new conversation is judged too
         live_worker.wait_idle(min_evaluations=total(first, "spanjudge_evaluations_total") + 1)
         prom.wait_for_scrapes(2)
         for count in FOREIGN_STEPS:  # work for another worker piles up
@@ -148,6 +149,10 @@ def test_the_traffic_produced_every_outcome_the_panels_show(live: Live) -> None:
         ("bias", "pass"), ("bias", "fail"), ("topic_adherence", "fail"),
     ]:  # fmt: skip
         assert outcomes.get((metric, label), 0) > 0, (metric, label, outcomes)
+    mean = next(e for e in dashboard_expressions() if e.source.endswith(": Mean score by metric"))
+    means = value(substitute(mean.expr), "metric")  # the conversation rule scored twice too
+    assert set(means) == {("faithfulness",), ("bias",), ("topic_adherence",)}, means
+    assert not any(math.isnan(v) for v in means.values()), means
     errors = value('sum by (rule) (spanjudge_evaluations_total{label="error"})', "rule")
     assert set(errors) == {(FAILING_RULE,)}
     skipped = value("sum by (reason) (spanjudge_sampler_skipped_total)", "reason")
@@ -168,17 +173,22 @@ def test_alert_rules_load_and_evaluate_healthy(live: Live) -> None:
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
 
 
-def test_backlog_alert_goes_pending_on_the_workers_growing_backlog(live: Live) -> None:
-    # the oldest open job is 15 minutes old and pending jobs grew: the alert's condition is
-    # true, so Prometheus holds it as pending (its `for:` is 15 minutes)
+def test_alerts_go_pending_on_the_workers_judge_errors_and_growing_backlog(live: Live) -> None:
+    # Half of the faithfulness evaluations end in an error (the failing judge's rule), the
+    # oldest open job is 15 minutes old and pending jobs grew: both conditions are true, so
+    # Prometheus holds these alerts as pending (their `for:` is 10 and 15 minutes). Nothing
+    # was dropped, so the drop alert stays quiet.
+    expected = {"SpanjudgeJudgeErrorRateHigh", "SpanjudgeBacklogGrowing"}
     deadline = time.monotonic() + WAIT
     while True:
         alerts = live.prom.api("alerts")["alerts"]
         states = {a["labels"]["alertname"]: a["state"] for a in alerts}
-        if states.get("SpanjudgeBacklogGrowing") == "pending" or time.monotonic() > deadline:
+        pending = {name for name, state in states.items() if state == "pending"}
+        if expected <= pending or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert states.get("SpanjudgeBacklogGrowing") == "pending", states
+    assert expected <= pending, states
+    assert "SpanjudgeSpansDropped" not in states
 
 
 def test_a_misspelled_series_is_reported(live: Live) -> None:
