@@ -2,7 +2,7 @@
 
 It scrapes one target every second, loads the given rule files, and answers PromQL through its
 HTTP API. Used by test_prometheus_live.py; point ``target_url`` at anything serving
-``/metrics`` (today a Telemetry-backed endpoint, later a running ``spanjudge worker``).
+``/metrics`` (there: a running ``spanjudge worker``).
 
 Example::
 
@@ -67,15 +67,20 @@ class PrometheusServer:
         """Start Prometheus scraping ``target_url`` every second; stop it on exit."""
         target = urlsplit(target_url)
         config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
-                       "scrape_timeout": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "evaluation_interval": "1s",
+                "scrape_timeout": "1s",
+            },
             "rule_files": [str(p) for p in rule_files],
-            "scrape_configs": [{
-                "job_name": JOB,
-                "metrics_path": target.path or "/metrics",
-                "scheme": target.scheme or "http",
-                "static_configs": [{"targets": [target.netloc]}],
-            }],
+            "scrape_configs": [
+                {
+                    "job_name": JOB,
+                    "metrics_path": target.path or "/metrics",
+                    "scheme": target.scheme or "http",
+                    "static_configs": [{"targets": [target.netloc]}],
+                }
+            ],
         }
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -162,8 +167,11 @@ class PrometheusServer:
         deadline = time.monotonic() + SCRAPE_TIMEOUT
         while True:
             rules = [r for g in self.api("rules")["groups"] for r in g["rules"]]
-            if rules and all(r.get("lastEvaluation", "").startswith("2") and
-                             not r["lastEvaluation"].startswith("0001") for r in rules):
+            if rules and all(
+                r.get("lastEvaluation", "").startswith("2")
+                and not r["lastEvaluation"].startswith("0001")
+                for r in rules
+            ):
                 return rules
             if time.monotonic() > deadline:
                 raise AssertionError(f"rules never evaluated: {rules}\n{self.log()}")

@@ -164,6 +164,8 @@ def test_the_traffic_produced_every_outcome_the_panels_show(live: Live) -> None:
     assert value("sum(spanjudge_judge_cost_usd_total)")[()] > 0
     assert value("sum(spanjudge_exporter_written_spans_total)")[()] > 0
     assert value("max(spanjudge_backlog_oldest_age_seconds)")[()] > OLD_JOB_AGE - 1
+    # the scores went out (the emitter's drop counters read 0 because nothing was dropped)
+    assert any(s.name.startswith("evaluation ") for s in live.worker.sink.spans)
 
 
 def test_alert_rules_load_and_evaluate_healthy(live: Live) -> None:
