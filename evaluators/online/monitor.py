@@ -71,8 +71,8 @@ class TickReport:
     requeued: int = 0
     deleted_spans: int = 0
 
-    def count_skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+    def count_skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + count
 
 
 def _default_owner() -> str:
@@ -362,10 +362,17 @@ class Monitor:
                 spans = self.store.trace_spans(trace_id)
                 specs: list[JobSpec] = []
                 for rule in span_rules:
-                    for target in find_targets(rule, spans):
+                    targets = find_targets(rule, spans)
+                    for target in targets:
                         spec = self._admit(rule, target, report, now)
                         if spec is not None:
                             specs.append(spec)
+                    if rule.filter is not None:
+                        # spans of the rule's kind its filter turned away, counted like the
+                        # conversations a conversation rule's filter refuses
+                        every = find_targets(rule, spans, apply_filter=False)
+                        if len(every) > len(targets):
+                            self._skip(rule, "filtered", report, len(every) - len(targets))
                 if specs:
                     report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
             self.store.mark_planned(traces=[trace_id], now=now)
@@ -411,10 +418,10 @@ class Monitor:
             sample_rate=rule.sample_rate,
         )
 
-    def _skip(self, rule: Rule, reason: str, report: TickReport) -> None:
-        report.count_skip(reason)
+    def _skip(self, rule: Rule, reason: str, report: TickReport, count: int = 1) -> None:
+        report.count_skip(reason, count)
         if self.telemetry is not None:
-            self.telemetry.record_skip(rule.name, reason)
+            self.telemetry.record_skip(rule.name, reason, count)
 
     # ------------------------------------------------------------------ running
     async def _run_jobs(self, jobs: Sequence[Job], report: TickReport) -> None:

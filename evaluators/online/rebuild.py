@@ -97,8 +97,9 @@ _TRUNCATED = attrs.TRUNCATION_MARKER
 
 
 # ====================================================================== targets
-def find_targets(rule: Rule, spans: list[SpanRecord]) -> list[Target]:
-    """The rule's targets among the spans of ONE trace, filter applied, in start-time order.
+def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = True) -> list[Target]:
+    """The rule's targets among the spans of ONE trace, filter applied (unless
+    ``apply_filter=False``), in start-time order.
 
     ``llm``: every LLM span; ``agent``: every agent span; ``trace``: the root span (no target
     while the root has not arrived). Conversation targets come from :func:`conversation_target`.
@@ -118,7 +119,7 @@ def find_targets(rule: Rule, spans: list[SpanRecord]) -> list[Target]:
         if not roots:
             return []
         root = roots[0]
-        if not rule.matches_span(root):
+        if apply_filter and not rule.matches_span(root):
             return []
         return [
             Target(
@@ -139,7 +140,7 @@ def find_targets(rule: Rule, spans: list[SpanRecord]) -> list[Target]:
     index = _index(spans)
     targets = []
     for span in ordered:
-        if wanted(span) and rule.matches_span(span):
+        if wanted(span) and (not apply_filter or rule.matches_span(span)):
             targets.append(
                 Target(
                     rule.target,

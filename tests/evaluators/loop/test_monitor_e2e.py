@@ -226,6 +226,32 @@ def test_unsampled_targets_get_no_job(
     assert offline_judge.requests == []
 
 
+def test_spans_a_filter_turns_away_are_counted_as_filtered(
+    app: Any, store: Any, offline_judge: ScriptedJudgeServer, sink: Any, clock: Any
+) -> None:
+    for i in range(4):
+        agent(f"Question {i} about returns?", "Returns are possible within 30 days of delivery.")
+    app.flush()
+    clock.advance(11)
+    telemetry_reader = InMemoryMetricReader()
+    telemetry = Telemetry(MeterProvider(metric_readers=[telemetry_reader]))
+    rules = [
+        Rule(BiasMetric(model=offline_judge.judge()), target="agent", filter={"service": "other"}),
+        Rule(FaithfulnessMetric(model=offline_judge.judge()), target="llm", name="all-llm"),
+    ]
+    report = monitor_for(store, None, sink, clock, rules=rules, telemetry=telemetry).tick()
+    assert report.skipped == {"filtered": 4}  # the unfiltered rule skips nothing
+    points = [
+        (p.attributes, p.value)
+        for rm in telemetry_reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "spanjudge.sampler.skipped"
+        for p in m.data.data_points
+    ]
+    assert points == [({"rule": "bias-agent", "reason": "filtered"}, 4)]
+
+
 def test_rate_budget_caps_jobs_and_counts_the_rest(
     app: Any, store: Any, offline_judge: ScriptedJudgeServer, sink: Any, clock: Any
 ) -> None:
