@@ -39,6 +39,7 @@ import random
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -539,6 +540,11 @@ def role_app(args: argparse.Namespace) -> None:
 
 
 def latency_summary(app: dict[str, Any]) -> dict[str, Any]:
+    windows = app["windows"]
+    # the median of the windows' p99: one window hit by a hiccup of the machine does not move it
+    base_w99 = sorted(w["p99_us"] for w in windows if not w["fault"])
+    fault_w99 = sorted(w["p99_us"] for w in windows if w["fault"])
+    mid_base, mid_fault = statistics.median(base_w99), statistics.median(fault_w99)
     base, fault = app.pop("baseline_us"), app.pop("fault_us")
     half_a, half_b = app.pop("baseline_halves_us")
     b50, b99, f50, f99 = pct(base, 0.5), pct(base, 0.99), pct(fault, 0.5), pct(fault, 0.99)
@@ -551,6 +557,9 @@ def latency_summary(app: dict[str, Any]) -> dict[str, Any]:
         "baseline_p99_us": round(b99, 1),
         "fault_p99_us": round(f99, 1),
         "p99_change_pct": change(f99, b99),
+        "window_p99_median_baseline_us": round(mid_base, 1),
+        "window_p99_median_fault_us": round(mid_fault, 1),
+        "window_p99_median_change_pct": change(mid_fault, mid_base),
         # the same figure between two sets of baseline windows: the noise floor of this run
         "baseline_vs_baseline_p99_pct": change(pct(half_b, 0.99), pct(half_a, 0.99)),
     }
@@ -952,11 +961,13 @@ def main() -> None:
     import logging
 
     logging.disable(logging.WARNING)  # faults are the point here; their warnings are noise
+    import litellm  # noqa: F401  (now, not on the first judge call in the middle of a row)
+
     rows = set(args.rows.split(","))
     rng = random.Random(args.seed)
     quick = args.quick
-    window, windows = (1.5, 4) if quick else (3.0, 8)
-    app_opts: dict[str, Any] = {"window": window, "windows": windows, "rate": 200.0}
+    window, windows = (1.5, 4) if quick else (2.5, 10)
+    app_opts: dict[str, Any] = {"window": window, "windows": windows, "rate": 300.0}
     app_opts["catch_up_seconds"] = 40.0
     result: dict[str, Any] = {"machine": machine(), "quick": quick, "rows": []}
     started = time.monotonic()
@@ -968,7 +979,9 @@ def main() -> None:
         if rows & {"store", "overload", "backend"}:
             judge, judge_url = judge_process("none")
             try:
-                app_rows = []
+                # the same schedule with nothing switched: how far apart the two phases land
+                # on this machine when there is no fault at all
+                app_rows = [("control: no fault (same schedule)", "control", 0.05)]
                 if "store" in rows:
                     app_rows += [
                         ("store locked by another process", "locked", 0.05),
@@ -1001,6 +1014,12 @@ def main() -> None:
             "dropped_spans": sum(r.get("dropped_spans", {}).values()),
             "app_p50_change_pct": r.get("app", {}).get("p50_change_pct"),
             "app_p99_change_pct": r.get("app", {}).get("p99_change_pct"),
+            "app_window_p99_median_change_pct": r.get("app", {}).get(
+                "window_p99_median_change_pct"
+            ),
+            "app_baseline_vs_baseline_p99_pct": r.get("app", {}).get(
+                "baseline_vs_baseline_p99_pct"
+            ),
         }
         for r in result["rows"]
     ]
