@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from spanjudge import observe
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture
-from tests.tracer.conftest import Spans, _session_tracing, spans  # noqa: F401 (fixtures)
+from tests.tracer.conftest import Spans
 
 LIMIT = 256
 # the longest marker a cut value can carry (the dropped count has at most 8 digits here)
@@ -204,7 +204,7 @@ def span_of(recorded: Spans) -> Any:
 
 
 @pytest.fixture
-def limited(spans: Spans) -> Spans:  # noqa: F811
+def limited(spans: Spans) -> Spans:
     capture.set_policy(max_value_length=LIMIT)
     return spans
 

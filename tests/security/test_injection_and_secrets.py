@@ -53,15 +53,7 @@ from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.settings import ConfigError, WorkerSettings, load_settings
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, observe
-from tests.evaluators.loop.conftest import (  # noqa: F401 (fixtures)
-    App,
-    Clock,
-    _provider,
-    app,
-    clock,
-    offline_judge,
-    store,
-)
+from tests.evaluators.loop.conftest import App, Clock
 from tests.evaluators.online.spans import Trace
 from tests.exporters.receiver.conftest import ListSink, make_sdk_spans, protobuf_body
 from tests.exporters.store.conftest import POSTGRES_URL, StoreFactory, backend, store_factory  # noqa: F401
@@ -423,10 +415,10 @@ def _support(question: str) -> str:
 
 
 def test_pii_and_redaction_happen_before_the_store_and_the_judge(
-    app: App,  # noqa: F811
-    store: SpanStore,  # noqa: F811
-    clock: Clock,  # noqa: F811
-    offline_judge: ScriptedJudgeServer,  # noqa: F811
+    traced_app: App,
+    store: SpanStore,
+    clock: Clock,
+    offline_judge: ScriptedJudgeServer,
     tmp_path: Path,
 ) -> None:
     capture.set_policy(pii=True, redact=lambda key, value: value.replace(INTERNAL, "[internal]"))
@@ -434,7 +426,7 @@ def test_pii_and_redaction_happen_before_the_store_and_the_judge(
         _support(f"I am {EMAIL}, card {CARD}: where is my refund?")
     finally:
         capture.reset_policy()
-    app.flush()
+    traced_app.flush()
     clock.advance(11)
     monitor = Monitor(
         [
