@@ -48,7 +48,7 @@ KINDS = ("tool", "chain", "agent", "llm", "retriever")
 # Built once: a 10 MB string, 10 MB of bytes and a million-element list cost memory, not time.
 HUGE_TEXT = "x" * (10 * 2**20)
 HUGE_BYTES = b"\xff" * (10 * 2**20)
-HUGE_LIST = list(range(1_000_000))
+HUGE_LIST = [0] * 1_000_000  # one shared int: 8 MB of pointers, not 36 MB of ints
 
 
 class RaisingRepr:
