@@ -441,7 +441,9 @@ def role_app(args: argparse.Namespace) -> None:
             pass
         return ANSWER
 
-    t0, window, windows = cfg["t0"], cfg["window"], cfg["windows"]
+    # the schedule starts once this process is set up; the parent switches faults by it
+    t0, window, windows = time.time() + 0.5, cfg["window"], cfg["windows"]
+    print(json.dumps({"t0": t0}), flush=True)
     guard = cfg["guard"]
     stop = threading.Event()
     flood_calls = [0]
@@ -745,7 +747,6 @@ def app_row(
     cfg: dict[str, Any] = {
         "store": str(path),
         "pragmas": pragmas,
-        "t0": time.time() + 5.0,  # the app imports spanjudge meanwhile
         "window": window,
         "windows": windows,
         "guard": min(0.5, window / 5),
@@ -768,6 +769,8 @@ def app_row(
     injected: list[float] = []
     caught_up_at = None
     try:
+        assert app.stdout is not None
+        cfg["t0"] = json.loads(app.stdout.readline())["t0"]
         for k in range(windows):
             wait = cfg["t0"] + k * window - time.time()
             if wait > 0:
@@ -966,7 +969,7 @@ def main() -> None:
     rows = set(args.rows.split(","))
     rng = random.Random(args.seed)
     quick = args.quick
-    window, windows = (1.5, 4) if quick else (2.5, 10)
+    window, windows = (1.0, 4) if quick else (2.5, 10)
     app_opts: dict[str, Any] = {"window": window, "windows": windows, "rate": 300.0}
     app_opts["catch_up_seconds"] = 40.0
     result: dict[str, Any] = {"machine": machine(), "quick": quick, "rows": []}
