@@ -270,6 +270,13 @@ class _Plan:
             record.write_output(span, self.kind, value, out, False, existing)
             record.apply(span, out)
 
+    def end_stream(self, span: Any, chunks: list[Any], returned: Any = None) -> None:
+        """Record a finished stream's output (called under ``_safe``: odd chunks never raise
+        into the consumer). A generator that yields nothing but returns a value is recorded by
+        that value."""
+        value = returned if not chunks and returned is not None else self.stream_value(chunks)
+        self.on_end(span, value)
+
     def stream_value(self, chunks: list[Any]) -> Any:
         """What a finished stream recorded as its output."""
         if self.kind == "retriever":
@@ -486,13 +493,13 @@ def _wrap_generator(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
                     finally:
                         otel_context.detach(token)
                     if recording:
-                        _safe(plan.on_end, span, plan.stream_value(chunks))
+                        _safe(plan.end_stream, span, chunks)
                     raise
                 except BaseException as thrown:
                     method, arg = gen.throw, thrown
         except StopIteration as stop:
             if recording:
-                _safe(plan.on_end, span, _stream_result(plan, chunks, stop.value))
+                _safe(plan.end_stream, span, chunks, stop.value)
             return stop.value
         except GeneratorExit:
             raise
@@ -504,13 +511,6 @@ def _wrap_generator(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
             span.end()
 
     return wrapper
-
-
-def _stream_result(plan: _Plan, chunks: list[Any], returned: Any) -> Any:
-    # A generator that yields nothing but returns a value is recorded by that value.
-    if not chunks and returned is not None:
-        return returned
-    return plan.stream_value(chunks)
 
 
 def _wrap_async_generator(fn: Callable[..., Any], plan: _Plan) -> Callable[..., Any]:
@@ -547,13 +547,13 @@ def _wrap_async_generator(fn: Callable[..., Any], plan: _Plan) -> Callable[..., 
                         if token is not None:
                             otel_context.detach(token)
                     if recording:
-                        _safe(plan.on_end, span, plan.stream_value(chunks))
+                        _safe(plan.end_stream, span, chunks)
                     raise
                 except BaseException as thrown:
                     method, arg = agen.athrow, thrown
         except StopAsyncIteration:
             if recording:
-                _safe(plan.on_end, span, plan.stream_value(chunks))
+                _safe(plan.end_stream, span, chunks)
         except GeneratorExit:
             raise
         except BaseException as exc:

@@ -492,3 +492,30 @@ async def test_sampled_out_calls_carry_the_trace_but_record_nothing(spans: Spans
         for s in recorded
     ]
     assert contents == ["recorded first", "recorded again"]
+
+
+class _HostileChunk:
+    """A streamed chunk that refuses every attribute lookup."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name} here")
+
+
+def test_odd_stream_chunks_never_raise_into_the_consumer(spans: Any) -> None:
+    chunks: list[Any] = [_HostileChunk(), {"choices": 5}, {"choices": [{"delta": 3}]}]
+
+    @observe(kind="llm", name="odd-stream")
+    def stream() -> Any:
+        yield from chunks
+
+    @observe(kind="llm", name="odd-astream")
+    async def astream() -> Any:
+        for chunk in chunks:
+            yield chunk
+
+    async def consume() -> list[Any]:
+        return [c async for c in astream()]
+
+    assert list(stream()) == chunks
+    assert asyncio.run(consume()) == chunks
+    assert len([s for s in spans.all() if s.name.startswith("chat")]) >= 2  # both spans ended
