@@ -496,14 +496,16 @@ class SqlStore(SpanStore):
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
         if not jobs:
             return 0
+        # ids come from span attributes (a conversation id can hold anything): cleaned like the
+        # span columns, or one hostile span would fail the planning of every tick
         rows = [
             (
-                j.rule,
-                j.target_type,
-                j.target_id,
-                j.trace_id,
-                j.span_id,
-                j.conversation_id,
+                _clean(j.rule),
+                _clean(j.target_type),
+                _clean(j.target_id),
+                _clean(j.trace_id),
+                _clean(j.span_id),
+                _clean(j.conversation_id),
                 j.sample_rate,
                 PENDING,
                 now,
@@ -567,11 +569,11 @@ class SqlStore(SpanStore):
                 ),
                 (
                     job_id,
-                    record.rule,
-                    record.metric,
-                    record.target_type,
-                    record.target_id,
-                    record.trace_id,
+                    _clean(record.rule),
+                    _clean(record.metric),
+                    _clean(record.target_type),
+                    _clean(record.target_id),
+                    _clean(record.trace_id),
                     record.status,
                     record.cost,
                     now,

@@ -57,17 +57,38 @@ def span(
 
 
 def job(target: str, rule: str = "faithfulness-llm", target_type: str = "trace") -> JobSpec:
-    return JobSpec(rule=rule, target_type=target_type, target_id=target, trace_id=target,
-                   span_id=None, sample_rate=0.5)
+    return JobSpec(
+        rule=rule,
+        target_type=target_type,
+        target_id=target,
+        trace_id=target,
+        span_id=None,
+        sample_rate=0.5,
+    )
 
 
-def result(spec: JobSpec, *, score: float = 0.8, cost: float | None = 0.01,
-           status: str = "scored", metric: str = "faithfulness") -> EvaluationRecord:
+def result(
+    spec: JobSpec,
+    *,
+    score: float = 0.8,
+    cost: float | None = 0.01,
+    status: str = "scored",
+    metric: str = "faithfulness",
+) -> EvaluationRecord:
     return EvaluationRecord(
-        rule=spec.rule, metric=metric, target_type=spec.target_type, target_id=spec.target_id,
-        trace_id=spec.trace_id, span_id=spec.span_id, status=status,
-        score=score if status == "scored" else None, label="pass", success=True,
-        threshold=0.5, reason="all claims supported", cost=cost,
+        rule=spec.rule,
+        metric=metric,
+        target_type=spec.target_type,
+        target_id=spec.target_id,
+        trace_id=spec.trace_id,
+        span_id=spec.span_id,
+        status=status,
+        score=score if status == "scored" else None,
+        label="pass",
+        success=True,
+        threshold=0.5,
+        reason="all claims supported",
+        cost=cost,
         verdicts=[{"verdict": "yes", "reason": None}],
         error_type="JudgeTimeout" if status == "error" else None,
     )
@@ -93,8 +114,10 @@ def test_a_later_release_migrates_an_existing_database(
 ) -> None:
     old = store_factory()
     old.write_spans([span(1, 1)], now=T0)
-    extra = ["CREATE TABLE IF NOT EXISTS release_two_notes (note TEXT NOT NULL)",
-             "ALTER TABLE spans ADD COLUMN release_two_flag INTEGER"]
+    extra = [
+        "CREATE TABLE IF NOT EXISTS release_two_notes (note TEXT NOT NULL)",
+        "ALTER TABLE spans ADD COLUMN release_two_flag INTEGER",
+    ]
     monkeypatch.setattr(sql_module, "MIGRATIONS", [*sql_module.MIGRATIONS, extra])
     new = store_factory()  # opening runs the pending migration once
     assert new.schema_version() == SCHEMA_VERSION + 1
@@ -146,7 +169,11 @@ def test_span_round_trip_keeps_every_field_and_attribute_type(store: SpanStore) 
     assert back.attributes == expected
     assert (back.trace_id, back.span_id, back.parent_span_id) == (tid(7), sid(70), sid(69))
     assert (back.name, back.kind, back.status_code, back.status_message) == (
-        "chat gpt-4o ✓", "CLIENT", "ERROR", "boom")
+        "chat gpt-4o ✓",
+        "CLIENT",
+        "ERROR",
+        "boom",
+    )
     assert back.start_time_unix_nano == record.start_time_unix_nano
     assert back.end_time_unix_nano == record.end_time_unix_nano
     assert back.resource == record.resource
@@ -167,8 +194,13 @@ def test_large_batches_with_repeats_store_each_span_once(store: SpanStore) -> No
 
 
 def test_hostile_text_is_stored_cleaned_instead_of_failing_the_batch(store: SpanStore) -> None:
-    bad = span(3, 1, name="chat\x00evil\ud800", conversation="c\x00", attributes={
-        "k\x00": "v\x00\udfff", "bytes": b"\xff"})  # type: ignore[dict-item]
+    bad = span(
+        3,
+        1,
+        name="chat\x00evil\ud800",
+        conversation="c\x00",
+        attributes={"k\x00": "v\x00\udfff", "bytes": b"\xff"},
+    )  # type: ignore[dict-item]
     bad.status_message = "oops\x00"
     store.write_spans([bad, span(3, 2, parent=1)], now=T0)
     got = {s.span_id: s for s in store.trace_spans(tid(3))}
@@ -249,8 +281,11 @@ def test_conversation_spans_cover_whole_traces_across_turns(store: SpanStore) ->
     store.write_spans([span(2, 3, conversation="c1", start=100)], now=T0 + 50)
     store.write_spans([span(3, 4, conversation="c2", start=50)], now=T0)
     got = store.conversation_spans("c1")
-    assert [(s.trace_id, s.span_id) for s in got] == [(tid(1), sid(1)), (tid(1), sid(2)),
-                                                      (tid(2), sid(3))]
+    assert [(s.trace_id, s.span_id) for s in got] == [
+        (tid(1), sid(1)),
+        (tid(1), sid(2)),
+        (tid(2), sid(3)),
+    ]
     assert store.conversation_spans("nope") == []
 
 
@@ -277,8 +312,15 @@ def test_enqueue_is_idempotent_per_rule_and_target_forever(store: SpanStore) -> 
 
 
 def test_claim_leases_oldest_first_and_keeps_the_spec(store: SpanStore) -> None:
-    spec = JobSpec(rule="r", target_type="conversation", target_id="c1", trace_id=None,
-                   span_id=None, conversation_id="c1", sample_rate=0.25)
+    spec = JobSpec(
+        rule="r",
+        target_type="conversation",
+        target_id="c1",
+        trace_id=None,
+        span_id=None,
+        conversation_id="c1",
+        sample_rate=0.25,
+    )
     store.enqueue_jobs([spec, job("t2")], now=T0)
     [first] = store.claim_jobs(owner="w1", limit=1, lease_seconds=30, now=T0 + 1)
     assert (first.rule, first.target_type, first.target_id) == ("r", "conversation", "c1")
@@ -369,8 +411,9 @@ def test_results_query_filters_and_cost_since(store: SpanStore) -> None:
     jobs = store.claim_jobs(owner="a", limit=10, lease_seconds=30, now=T0)
     for offset, j in enumerate(jobs):
         metric = "bias" if j.rule == "bias-llm" else "faithfulness"
-        store.complete_job(j.job_id, owner="a", record=result(j, metric=metric, cost=0.5),
-                           now=T0 + 100 * offset)
+        store.complete_job(
+            j.job_id, owner="a", record=result(j, metric=metric, cost=0.5), now=T0 + 100 * offset
+        )
     assert len(store.results()) == 3
     assert {r.target_id for r in store.results(rule="faithfulness-llm")} == {"t1", "t2"}
     assert [r.rule for r in store.results(metric="bias")] == ["bias-llm"]
@@ -466,3 +509,26 @@ def test_closed_store_raises_store_error(store_factory: Callable[[], SpanStore])
     store.close()
     with pytest.raises(StoreError):
         store.write_spans([span(1, 1)], now=T0)
+
+
+def test_hostile_ids_in_jobs_and_results_are_cleaned_not_fatal(store: SpanStore) -> None:
+    """A conversation id from a span attribute can hold NUL (PostgreSQL refuses it) or a lone
+    surrogate (UTF-8 cannot encode it); planning and completing such a job must still work,
+    or one span would stall every tick."""
+    hostile = "conv\x00-\ud800-x"
+    spec = JobSpec(
+        rule="topics",
+        target_type="conversation",
+        target_id=hostile,
+        trace_id=tid(1),
+        span_id=sid(1),
+        conversation_id=hostile,
+    )
+    assert store.enqueue_jobs([spec], now=T0) == 1
+    assert store.enqueue_jobs([spec], now=T0) == 0  # the same pair, cleaned the same way
+    (job,) = store.claim_jobs(owner="w", limit=5, lease_seconds=60, now=T0)
+    assert "\x00" not in job.target_id and job.target_id.startswith("conv")
+    record = result(spec, score=0.5)
+    assert store.complete_job(job.job_id, owner="w", record=record, now=T0 + 1)
+    (stored,) = store.results(rule="topics")
+    assert stored.score == 0.5
