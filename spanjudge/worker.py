@@ -325,14 +325,25 @@ class Worker:
         return 0
 
 
+_SECRET_PARAMS = {"password", "passwd", "pass", "sslpassword"}
+
+
 def _safe_url(url: str) -> str:
-    """A store URL without its password, for logs."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
+    """A store URL for logs: no password in the user info or in a ``password=`` parameter."""
+    from urllib.parse import parse_qsl, urlencode
+
+    base, sep, query = url.partition("?")
+    if "@" in base and "://" in base:
+        scheme, rest = base.split("://", 1)
         creds, host = rest.rsplit("@", 1)
         user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
-    return url
+        base = f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
+    if sep:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="*/"
+        )
+    return base + sep + query
 
 
 def run_worker(settings: WorkerSettings) -> int:

@@ -136,3 +136,16 @@ def test_no_rules_is_an_error() -> None:
     with pytest.raises(ConfigError, match="no rules"):
         build_rules(load_settings(None), NO_JUDGE)
 
+
+
+def test_store_url_in_logs_hides_passwords_in_user_info_and_parameters() -> None:
+    from spanjudge.worker import _safe_url
+
+    assert _safe_url("postgresql://u:s3cret@h:5432/db?password=x2&sslmode=require") == (
+        "postgresql://u:***@h:5432/db?password=***&sslmode=require"
+    )
+    assert _safe_url("postgresql:///db?host=/run/pg&PASSWORD=p%40ss") == (
+        "postgresql:///db?host=/run/pg&PASSWORD=***"
+    )
+    assert _safe_url("sqlite:///./spanjudge.db") == "sqlite:///./spanjudge.db"
+    assert _safe_url("postgresql://u@h/db") == "postgresql://u@h/db"
