@@ -187,6 +187,11 @@ def _rewrite_ids(node: Any, depth: int = 0) -> None:
             _rewrite_ids(item, depth + 1)
 
 
+def _printable(exc: BaseException) -> str:
+    """An error message that can be sent back: lone surrogates from the body replaced."""
+    return str(exc).encode("utf-8", "replace").decode("utf-8")
+
+
 def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
     names, int64 as strings or numbers, enums as ints or names)."""
@@ -201,7 +206,10 @@ def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanR
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
     except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
-        raise OtlpDecodeError(f"invalid OTLP/JSON: {exc}") from None
+        raise OtlpDecodeError(f"invalid OTLP/JSON: {_printable(exc)}") from None
+    except SystemError:
+        # protobuf's C extension fails this way on a "\ud800" escape (not valid UTF-8)
+        raise OtlpDecodeError("invalid OTLP/JSON: a string is not valid UTF-8") from None
     return _records_or_error(request, rejected)
 
 

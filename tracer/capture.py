@@ -109,6 +109,7 @@ def note_failure(exc: BaseException) -> None:
 
 # --- serialisation ------------------------------------------------------------------------------
 _PRIMITIVES = (str, int, float, bool, type(None))
+_INF = float("inf")
 
 
 def _safe_repr(value: Any) -> str:
@@ -121,10 +122,21 @@ def _safe_repr(value: Any) -> str:
             return "<unrepresentable>"
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
+def valid_text(text: str) -> str:
+    """``text`` without lone surrogates (the OTLP encoder drops a whole attribute over one)."""
+    if text.isascii():
         return text
-    return text[:limit] + TRUNCATION_MARKER.format(dropped=len(text) - limit)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) > limit:
+        text = text[:limit] + TRUNCATION_MARKER.format(dropped=len(text) - limit)
+    return valid_text(text)
 
 
 def to_jsonable(value: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
@@ -143,8 +155,8 @@ def _jsonable(
     if isinstance(value, str):
         return _cut(value, limit)
     if isinstance(value, _PRIMITIVES):
-        if isinstance(value, float) and value != value:  # NaN is not JSON
-            return "NaN"
+        if isinstance(value, float) and (value != value or value in (_INF, -_INF)):
+            return str(value)  # NaN and infinities are not JSON: "nan", "inf", "-inf"
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value[:limit])
@@ -164,7 +176,7 @@ def _jsonable(
                 if i >= MAX_ITEMS:
                     out["<more>"] = len(value) - MAX_ITEMS
                     break
-                key = k if isinstance(k, str) else _safe_repr(k)
+                key = valid_text(k) if isinstance(k, str) else _safe_repr(k)
                 out[key] = _jsonable(v, depth + 1, seen, policy, leaf)
             return out
         if isinstance(value, (list, tuple, set, frozenset)):

@@ -50,7 +50,7 @@ def text_message_json(role: str, text: str, finish_reason: str | None = None) ->
         tail = _STOP_TAIL
     else:
         tail = '}],"finish_reason":' + encode_basestring(finish_reason) + "}]"
-    return head + encode_basestring(text) + tail
+    return head + encode_basestring(capture.valid_text(text)) + tail
 
 
 def _content_parts(content: Any) -> list[dict[str, Any]]:

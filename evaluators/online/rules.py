@@ -113,6 +113,15 @@ class SpanFilter:
         return all(key in a for key in self.attributes_exist)
 
 
+def _encodable(text: str) -> bool:
+    """False for text with lone surrogates (UTF-8 cannot encode them)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _positive_int(name: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -232,6 +241,9 @@ class Rule:
             self.name = f"{metric_name}-{self.target}"
         elif not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"Rule.name must be a non-empty string, got {self.name!r}")
+        if "\x00" in self.name or not _encodable(self.name):
+            # the name is stored in job rows: a database could not keep it as written
+            raise ValueError(f"Rule.name must be valid text without NUL, got {self.name!r}")
 
     # -------------------------------------------------------------- filtering
     def matches_span(self, span: SpanRecord) -> bool:
