@@ -13,8 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import CollectorRegistry
 
 from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
@@ -24,32 +23,14 @@ from tests.evaluators.loop.conftest import Clock
 from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
 from tests.reliability.probes import NO_OPINIONS
 from tests.support.otlp_sink import OtlpSink
+from tests.support.span_switch import SpanSwitch, install
 
-
-class _Route(SpanProcessor):
-    """Forwards finished spans to the processor the current test installed."""
-
-    target: SpanProcessor | None = None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.target.force_flush(timeout_millis) if self.target else True
-
-
-_ROUTE = _Route()
+_ROUTE = SpanSwitch()
 
 
 @pytest.fixture(scope="session")
 def _tracer_provider() -> TracerProvider:
-    current = trace.get_tracer_provider()
-    if not isinstance(current, TracerProvider):
-        current = TracerProvider()
-        trace.set_tracer_provider(current)
-    current.add_span_processor(_ROUTE)
-    return current
+    return install(_ROUTE)
 
 
 @pytest.fixture

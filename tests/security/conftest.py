@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -25,33 +24,18 @@ from tests.evaluators.loop.conftest import (  # noqa: F401 (fixtures)
     offline_judge,
     store,
 )
+from tests.support.span_switch import SpanSwitch, install
 from tests.tracer.conftest import Spans
 
 
-class _Switch(SpanProcessor):
-    target: SpanProcessor | None = None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.target.force_flush(timeout_millis) if self.target is not None else True
-
-
 @pytest.fixture(scope="session")
-def security_tracing() -> tuple[TracerProvider, _Switch]:
-    current = trace.get_tracer_provider()
-    if not isinstance(current, TracerProvider):
-        current = TracerProvider()
-        trace.set_tracer_provider(current)
-    switch = _Switch()
-    current.add_span_processor(switch)
-    return current, switch
+def security_tracing() -> tuple[TracerProvider, SpanSwitch]:
+    switch = SpanSwitch()
+    return install(switch), switch
 
 
 @pytest.fixture
-def spans(security_tracing: tuple[TracerProvider, _Switch]) -> Iterator[Spans]:
+def spans(security_tracing: tuple[TracerProvider, SpanSwitch]) -> Iterator[Spans]:
     """The spans finished during the test, in memory; the capture policy reset around it."""
     provider, switch = security_tracing
     exporter = InMemorySpanExporter()
@@ -64,7 +48,7 @@ def spans(security_tracing: tuple[TracerProvider, _Switch]) -> Iterator[Spans]:
 
 @pytest.fixture
 def traced_app(
-    security_tracing: tuple[TracerProvider, _Switch],
+    security_tracing: tuple[TracerProvider, SpanSwitch],
     store: SpanStore,  # noqa: F811
     clock: Clock,  # noqa: F811
 ) -> Iterator[App]:

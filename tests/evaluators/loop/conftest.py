@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge.demo_judge import start_offline_judge
@@ -16,6 +15,7 @@ from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
 from spanjudge.exporters.store import SpanStore, open_store
 from spanjudge.exporters.store_exporter import StoreSpanExporter
 from tests.support.otlp_sink import OtlpSink
+from tests.support.span_switch import SpanSwitch, install
 
 
 class Clock:
@@ -29,30 +29,12 @@ class Clock:
         self.now += seconds
 
 
-class _Switch(SpanProcessor):
-    """Forwards finished spans to whichever processor the current test installed."""
-
-    target: SpanProcessor | None = None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.target.force_flush(timeout_millis) if self.target else True
-
-
-_SWITCH = _Switch()
+_SWITCH = SpanSwitch()
 
 
 @pytest.fixture(scope="session")
 def _provider() -> TracerProvider:
-    current = trace.get_tracer_provider()
-    if not isinstance(current, TracerProvider):
-        current = TracerProvider()
-        trace.set_tracer_provider(current)
-    current.add_span_processor(_SWITCH)
-    return current
+    return install(_SWITCH)
 
 
 @pytest.fixture
