@@ -289,16 +289,14 @@ class EnrichEmitter:
     def __init__(self, emitter: Any, enricher: Enricher) -> None:
         self.emitter = emitter
         self.enricher = enricher
-        self.riding = 0  # results that will be sent as attributes of their span
-        self._riding_keys: list[Any] = []
+        self._riding_keys: list[Any] = []  # results that will ride on their span
         self._lock = threading.Lock()
 
     def emit(self, record: EvaluationRecord, key: Any = None) -> None:
         if self.enricher.waiting(record):
             # nothing to send now: the outbox sends the span with this result on it
-            with self._lock:
-                self.riding += 1
-                if key is not None:
+            if key is not None:
+                with self._lock:
                     self._riding_keys.append(key)
             return
         self.emitter.emit(record, key)
