@@ -154,7 +154,7 @@ JUDGE_PROCESS = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
 import judge_cost
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 server = ScriptedJudgeServer().start()
 judge_cost.script(server, float(sys.argv[1]))
 print(server.base_url, flush=True)

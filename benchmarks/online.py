@@ -43,7 +43,7 @@ from spanjudge.exporters.store import open_store
 HERE = Path(__file__).resolve().parent
 JUDGE_PROCESS = """
 import sys, time
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 server = ScriptedJudgeServer(latency=float(sys.argv[1])).start()
 server.add_rule({"opinions": []}, schema="Opinions")
 print(server.base_url, flush=True)

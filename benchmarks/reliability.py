@@ -292,7 +292,7 @@ def stored_agent_targets(path: Path, sample_rate: float) -> set[str]:
 
 # ============================================================================ role: judge
 def role_judge(args: argparse.Namespace) -> None:
-    from spanjudge.evaluators.judges.scripted import Fault, ScriptedJudgeServer
+    from spanjudge.testing import Fault, ScriptedJudgeServer
 
     faults = {
         "none": None,

@@ -54,7 +54,7 @@ def demo_turns_request(turns: int) -> Any:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import spanjudge
-    from spanjudge.demo_app import SINGLE_TURNS, support_agent
+    from spanjudge._demo.app import SINGLE_TURNS, support_agent
 
     mem = InMemorySpanExporter()
     handle = spanjudge.configure(
@@ -239,7 +239,7 @@ def _forwarded(url: str) -> int:
 def bench_ingest(
     store_url: str, schema: str | None, seconds: float, tmp: Path, mode: str = "child-span"
 ) -> dict[str, Any]:
-    from spanjudge.demo_judge import start_offline_judge
+    from spanjudge._demo.judge import start_offline_judge
 
     judge = start_offline_judge()
     config = {**_judge_config(judge), "store_url": store_url, "interval_seconds": 3600.0}
@@ -294,7 +294,7 @@ def bench_scale(
 ) -> dict[str, Any]:
     import httpx
 
-    from spanjudge.demo_judge import start_offline_judge
+    from spanjudge._demo.judge import start_offline_judge
     from spanjudge.exporters.store import open_store
 
     schema = f"sjbench_{uuid.uuid4().hex[:8]}"
@@ -397,7 +397,7 @@ def bench_lag_steady(
     downstream OTLP endpoint refuses connections for the whole run."""
     import httpx
 
-    from spanjudge.demo_judge import start_offline_judge
+    from spanjudge._demo.judge import start_offline_judge
     from spanjudge.exporters.store import open_store
 
     judge = start_offline_judge(latency=latency)

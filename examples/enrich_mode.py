@@ -20,8 +20,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import spanjudge
-from spanjudge.demo_app import run_traffic
-from spanjudge.demo_judge import start_offline_judge
+from spanjudge._demo.app import run_traffic
+from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.receiver import BackgroundServer
 from spanjudge.settings import load_settings
 from spanjudge.worker import Worker

@@ -43,7 +43,7 @@ def cli() -> None:
 )
 def demo(judge_model: str | None, otlp_endpoint: str | None, store_url: str | None) -> None:
     """Trace a small support agent, evaluate it with all three metrics, print the scores."""
-    from spanjudge.demo import run_demo
+    from spanjudge._demo.run import run_demo
 
     sys.exit(run_demo(judge_model=judge_model, otlp_endpoint=otlp_endpoint, store_url=store_url))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 
 
 @pytest.fixture

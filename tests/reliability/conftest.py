@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import CollectorRegistry
 
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.exporters.store import StoreError
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from tests.evaluators.loop.conftest import Clock

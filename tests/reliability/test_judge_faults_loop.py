@@ -18,7 +18,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.judges.scripted import Fault, ScriptedJudgeServer
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

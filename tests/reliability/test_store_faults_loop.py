@@ -26,7 +26,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

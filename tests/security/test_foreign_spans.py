@@ -19,8 +19,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.demo_judge import start_offline_judge
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge._demo.judge import start_offline_judge
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

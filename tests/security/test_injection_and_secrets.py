@@ -39,8 +39,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from starlette.testclient import TestClient
 
-from spanjudge.demo_judge import start_offline_judge
-from spanjudge.evaluators.judges.scripted import Fault, ScriptedJudgeServer
+from spanjudge._demo.judge import start_offline_judge
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge.demo_judge import start_offline_judge
+from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

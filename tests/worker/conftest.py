@@ -18,8 +18,8 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from spanjudge.demo_judge import start_offline_judge
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge._demo.judge import start_offline_judge
+from spanjudge.testing import ScriptedJudgeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def _capture_traffic() -> list[ReadableSpan]:
         "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
         "from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans\n"
         "import spanjudge\n"
-        "from spanjudge.demo_app import run_traffic\n"
+        "from spanjudge._demo.app import run_traffic\n"
         "mem = InMemorySpanExporter()\n"
         "h = spanjudge.configure(service_name='support-bot',"
         " span_processors=[SimpleSpanProcessor(mem)], export_otlp=False)\n"
@@ -173,7 +173,7 @@ def start_worker(tmp_path: Path) -> Iterator[Any]:
 
 def base_config(judge: ScriptedJudgeServer, store_url: str, downstream: str) -> dict[str, Any]:
     """The demo's three rules against the scripted judge, short timings for tests."""
-    from spanjudge.demo_app import RELEVANT_TOPICS
+    from spanjudge._demo.app import RELEVANT_TOPICS
 
     return {
         "store_url": store_url,

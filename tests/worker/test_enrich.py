@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.exporters.enrich import score_key
 from spanjudge.exporters.otlp_decode import decode_protobuf
 from spanjudge.exporters.records import SpanRecord

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.demo_judge import start_offline_judge
+from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink

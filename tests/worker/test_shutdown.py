@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from spanjudge.demo_judge import start_offline_judge
+from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink

@@ -22,7 +22,7 @@ from spanjudge.evaluators.judges import (
     extract_json,
     resolve_judge,
 )
-from spanjudge.evaluators.judges.scripted import Fault, ScriptedJudgeServer
+from spanjudge.testing import Fault, ScriptedJudgeServer
 
 
 class Claims(BaseModel):

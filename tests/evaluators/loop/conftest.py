@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from spanjudge.demo_judge import start_offline_judge
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge._demo.judge import start_offline_judge
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.exporters.store import SpanStore, open_store
 from spanjudge.exporters.store_exporter import StoreSpanExporter
 from tests.support.otlp_sink import OtlpSink

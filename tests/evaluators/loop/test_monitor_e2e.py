@@ -10,7 +10,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from spanjudge.evaluators.judges.scripted import Fault, ScriptedJudgeServer
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor

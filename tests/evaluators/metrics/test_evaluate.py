@@ -103,7 +103,7 @@ def test_evaluate_scores_applicable_cases_and_skips_the_rest(
 def test_evaluate_records_judge_errors_per_case(
     judge_server: Any, scripted_judge: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spanjudge.evaluators.judges.scripted import Fault
+    from spanjudge.testing import Fault
 
     judge_server.add_rule(Fault.malformed("{broken"), schema="Opinions", contains="leaders")
     judge_server.add_rule({"opinions": []}, schema="Opinions")

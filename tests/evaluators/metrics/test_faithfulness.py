@@ -208,7 +208,7 @@ def test_a_conversation_misses_every_required_field(scripted_judge: Any) -> None
 
 def test_judge_failure_sets_error_and_raises(judge_server: Any, scripted_judge: Any) -> None:
     from spanjudge.evaluators.judges import JudgeError
-    from spanjudge.evaluators.judges.scripted import Fault
+    from spanjudge.testing import Fault
 
     judge_server.add_rule({"truths": ["t"]}, schema="Truths")
     judge_server.add_rule(Fault.malformed("not json at all"), schema="Claims")

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from spanjudge.evaluators.judges.scripted import ScriptedJudgeServer
+from spanjudge.testing import ScriptedJudgeServer
 
 JUDGE_LABEL = "offline scripted judge (deterministic text rules, not an LLM)"
 

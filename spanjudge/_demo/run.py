@@ -25,14 +25,14 @@ def _judge(judge_model: str | None, console: Console) -> tuple[Any, str, Any]:
         from spanjudge.evaluators.judges import LiteLLMJudge
 
         return LiteLLMJudge(judge_model), f"{judge_model} (via litellm)", None
-    from spanjudge.demo_judge import JUDGE_LABEL, start_offline_judge
+    from spanjudge._demo.judge import JUDGE_LABEL, start_offline_judge
 
     server = start_offline_judge()
     return server.judge(), f"{JUDGE_LABEL} at {server.base_url}", server
 
 
 def _rules(judge: Any) -> list[Any]:
-    from spanjudge.demo_app import RELEVANT_TOPICS
+    from spanjudge._demo.app import RELEVANT_TOPICS
     from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
     from spanjudge.evaluators.online import Rule
 
@@ -57,7 +57,7 @@ def run_demo(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import spanjudge
-    from spanjudge.demo_app import APP_MODEL, run_traffic
+    from spanjudge._demo.app import APP_MODEL, run_traffic
     from spanjudge.evaluators.online.monitor import Monitor
     from spanjudge.exporters.emitter import ScoreEmitter
     from spanjudge.exporters.store import open_store

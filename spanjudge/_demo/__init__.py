@@ -1,0 +1,1 @@
+"""``spanjudge demo``: a scripted support agent, an offline judge and the report (private)."""
