@@ -1,4 +1,4 @@
-"""The span store interface: what the online loop, the receiver and the exporter rely on.
+"""The span store's contract: the records it keeps and one small protocol per consumer need.
 
 A store keeps three things: spans (with their arrival time), evaluation jobs (one row per
 (rule, target) pair, ever) and their results. Every time is Unix seconds passed in by the caller,
@@ -12,13 +12,18 @@ Example::
     store.write_spans(records, now=time.time())
     for trace_id in store.settled_traces(settle_seconds=10, now=time.time()):
         spans = store.trace_spans(trace_id)
+
+Each consumer depends on the part it uses, as the OpenTelemetry SDK keeps its exporter interface
+to a few methods: :class:`SpanLog` (spans in, settled targets out), :class:`JobQueue`,
+:class:`ResultStore`, :class:`Outbox` (enrich mode) and :class:`StoreAdmin`. :class:`SpanStore`
+is all of them: what ``open_store()`` returns.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, runtime_checkable
 
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 
@@ -93,7 +98,7 @@ class OutboxItem:
 
 @dataclass
 class OutboxClaim:
-    """What :meth:`SpanStore.claim_outbox` leased: items to send, and entries whose span is
+    """What :meth:`Outbox.claim_outbox` leased: items to send, and entries whose span is
     gone (deleted by retention before it could be forwarded)."""
 
     items: list[OutboxItem]
@@ -117,15 +122,22 @@ class StoreStats:
     outbox_due: int = 0
 
 
-class SpanStore(ABC):
-    """Spans in, settled targets and leased jobs out, results kept exactly once.
+_Admin = TypeVar("_Admin", bound="StoreAdmin")
 
-    Implementations: :class:`~spanjudge.exporters.store.SQLiteStore` (default, embedded) and
-    :class:`~spanjudge.exporters.store.PostgresStore` (several workers on one database).
+
+@runtime_checkable
+class SpanLog(Protocol):
+    """Spans in (with their arrival time), settled traces and idle conversations out.
+
+    The receiver and the store exporter only write; the evaluation loop plans from the reads.
+
+    Example::
+
+        log.write_spans(records, now=time.time())
+        ready = log.settled_traces(settle_seconds=10, now=time.time())
+        log.mark_planned(traces=ready, now=time.time())
     """
 
-    # ---------------------------------------------------------------- spans
-    @abstractmethod
     def write_spans(
         self,
         spans: Sequence[SpanRecord],
@@ -137,82 +149,104 @@ class SpanStore(ABC):
         A span already stored (same trace id and span id) is kept as first written.
         ``outbox`` (enrich mode) entries are written in the same transaction, each once ever:
         a span delivered twice is forwarded once."""
+        ...
 
-    @abstractmethod
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
         """Traces not planned yet whose root span has ended and whose last span arrived at or
         before ``now - settle_seconds``; a trace without a root settles after
         ``ORPHAN_SETTLE_FACTOR * settle_seconds``. Oldest arrival first."""
+        ...
 
-    @abstractmethod
     def idle_conversations(self, *, idle_seconds: float, now: float, limit: int = 500) -> list[str]:
         """Conversations not planned yet whose last span arrived at or before
         ``now - idle_seconds``. Oldest arrival first."""
+        ...
 
-    @abstractmethod
     def mark_planned(
         self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
     ) -> None:
         """Take traces/conversations out of the settled/idle lists for good."""
+        ...
 
-    @abstractmethod
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
         """All stored spans of a trace, by start time."""
+        ...
 
-    @abstractmethod
     def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
         """All spans of every trace that has a span carrying this conversation id, by start
         time (so a turn's retrievals and tool calls come along even without the id)."""
+        ...
 
-    @abstractmethod
     def targets_since(self, *, since: float, until: float) -> tuple[list[str], list[str]]:
         """Trace ids and conversation ids with spans that arrived in ``[since, until]``, planned
         or not (backfill)."""
+        ...
 
-    @abstractmethod
     def delete_older_than(self, cutoff: float) -> int:
         """Retention: delete spans that arrived before ``cutoff`` and the trace/conversation
         rows last touched before it. Jobs and results are kept. Returns spans deleted."""
+        ...
 
-    # ---------------------------------------------------------------- jobs
-    @abstractmethod
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """Evaluation jobs: one per (rule, target) ever, leased to one worker at a time.
+
+    Example::
+
+        queue.enqueue_jobs([JobSpec("faithfulness", "llm", span_id, trace_id, span_id)], now=t)
+        for job in queue.claim_jobs(owner="w1", limit=10, lease_seconds=120, now=t):
+            queue.complete_job(job.job_id, owner="w1", record=evaluate(job), now=t)
+    """
+
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
         """Add pending jobs; a (rule, target_type, target_id) pair is enqueued once ever.
         Returns how many were new."""
+        ...
 
-    @abstractmethod
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
         """Lease up to ``limit`` jobs to ``owner`` (pending ones due by ``now`` and leased ones
         whose lease expired), oldest first; ``attempts`` is incremented. Two concurrent claimers
         never get the same job."""
+        ...
 
-    @abstractmethod
     def complete_job(
         self, job_id: int, *, owner: str, record: EvaluationRecord, now: float
     ) -> bool:
         """Store the result and finish the job (``failed`` when ``record.status == "error"``,
         else ``done``), only if ``owner`` still holds the lease. Returns False, writing nothing,
         when the lease was lost."""
+        ...
 
-    @abstractmethod
     def release_job(self, job_id: int, *, owner: str, retry_at: float | None = None) -> bool:
         """Give a leased job back (pending, attempts kept), due again at ``retry_at`` if given.
         False when ``owner`` does not hold it."""
+        ...
 
-    @abstractmethod
     def requeue_expired(self, *, now: float) -> int:
         """Put jobs whose lease expired back to pending. Returns how many."""
+        ...
 
-    # ---------------------------------------------------------------- results
-    @abstractmethod
+
+@runtime_checkable
+class ResultStore(Protocol):
+    """Evaluation results, kept once per job: queries, budgets and the emit-once log.
+
+    Example::
+
+        for job_id, record in results.unemitted_results(limit=100):
+            emit(record)
+        results.mark_emitted([job_id], now=time.time())
+    """
+
     def unemitted_results(self, *, limit: int = 100) -> list[tuple[int, EvaluationRecord]]:
         """Stored results not marked emitted yet, as (job id, record), oldest first."""
+        ...
 
-    @abstractmethod
     def mark_emitted(self, job_ids: Sequence[int], *, now: float) -> None:
         """Record that these jobs' results went out."""
+        ...
 
-    @abstractmethod
     def results(
         self,
         *,
@@ -224,53 +258,92 @@ class SpanStore(ABC):
     ) -> list[EvaluationRecord]:
         """Stored results matching every given filter (``since``: completion time), oldest
         first."""
+        ...
 
-    @abstractmethod
     def results_cost_since(self, *, rule: str, since: float) -> float:
         """Judge cost (USD) of a rule's results completed since ``since`` (daily budgets)."""
+        ...
 
-    # ---------------------------------------------------------------- outbox (enrich mode)
-    @abstractmethod
+
+@runtime_checkable
+class Outbox(Protocol):
+    """Enrich mode: received spans waiting to be forwarded, held ones with their scores.
+
+    Example::
+
+        outbox.release_held(now=t)
+        claim = outbox.claim_outbox(owner=token, limit=512, lease_seconds=30, now=t)
+        outbox.mark_forwarded([item.entry_id for item in claim.items], now=t)
+    """
+
     def release_held(self, *, now: float) -> int:
         """Make held outbox entries due now once their evaluations are over: the trace was
         planned and no span-level job of that span is pending or leased. Returns how many."""
+        ...
 
-    @abstractmethod
     def claim_outbox(
         self, *, owner: str, limit: int, lease_seconds: float, now: float
     ) -> OutboxClaim:
         """Lease up to ``limit`` due, unforwarded entries (oldest due first) to ``owner``, a
         token unique to this claim, with their spans and, for held ones, their span-level
         results. Two concurrent claimers never get the same entry."""
+        ...
 
-    @abstractmethod
     def mark_forwarded(self, entry_ids: Sequence[int], *, now: float) -> None:
         """The backend took these entries' spans: they are never sent again."""
+        ...
 
-    @abstractmethod
     def retry_outbox(self, entry_ids: Sequence[int], *, retry_at: float) -> None:
         """Forwarding failed: give the entries back, due again at ``retry_at``."""
+        ...
 
-    @abstractmethod
     def outbox_waiting(self, trace_id: str, span_id: str, *, now: float) -> bool:
         """True while the span has an entry that is neither forwarded nor being forwarded: a
         result stored now will still ride on it."""
+        ...
 
-    # ---------------------------------------------------------------- admin
-    @abstractmethod
+
+@runtime_checkable
+class StoreAdmin(Protocol):
+    """What runs the store rather than fills it: backlog figures, schema version, closing.
+
+    Example::
+
+        with open_store(url) as store:
+            print(store.schema_version(), store.stats(now=time.time()).pending)
+    """
+
     def stats(self, *, now: float) -> StoreStats:
         """Backlog counts (cheap: indexed)."""
+        ...
 
-    @abstractmethod
     def schema_version(self) -> int:
         """The schema version the database is at."""
+        ...
 
-    @abstractmethod
     def close(self) -> None:
         """Close connections. Further calls raise :class:`StoreError`."""
+        ...
 
-    def __enter__(self) -> SpanStore:
-        return self
+    def __enter__(self: _Admin) -> _Admin:
+        """The store itself; leaving the block closes it."""
+        ...
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class SpanStore(SpanLog, JobQueue, ResultStore, Outbox, StoreAdmin, Protocol):
+    """The whole store: spans in, settled targets and leased jobs out, results kept exactly
+    once, and the enrich-mode outbox. ``open_store()`` returns one.
+
+    Implementations: :class:`~spanjudge.exporters.store.SQLiteStore` (default, embedded) and
+    :class:`~spanjudge.exporters.store.PostgresStore` (several workers on one database).
+    Depend on the narrowest protocol that covers what you call.
+
+    Example::
+
+        def drain(results: ResultStore) -> None: ...
+
+        drain(open_store("sqlite:///./spanjudge.db"))   # a SpanStore is every part
+    """

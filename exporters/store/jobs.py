@@ -1,0 +1,135 @@
+"""The job queue in SQL: one job per (rule, target) ever, leased with one statement per claim.
+
+Example::
+
+    store.enqueue_jobs([JobSpec("faithfulness", "llm", span_id, trace_id, span_id)], now=t)
+    jobs = store.claim_jobs(owner="w1", limit=10, lease_seconds=120, now=t)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spanjudge.exporters.records import EvaluationRecord
+from spanjudge.exporters.store.base import DONE, FAILED, LEASED, PENDING, Job, JobSpec
+from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.rows import JOB_COLUMNS, clean_text, job_from_row, record_to_json
+from spanjudge.exporters.store.schema import OPEN_JOBS
+
+
+class JobQueries(SqlCore):
+    """:class:`~spanjudge.exporters.store.base.JobQueue` over the shared SQL core; completing a
+    job stores its result in the same transaction."""
+
+    def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
+        if not jobs:
+            return 0
+        # ids come from span attributes (a conversation id can hold anything): cleaned like the
+        # span columns, or one hostile span would fail the planning of every tick
+        rows = [
+            (
+                clean_text(j.rule),
+                clean_text(j.target_type),
+                clean_text(j.target_id),
+                clean_text(j.trace_id),
+                clean_text(j.span_id),
+                clean_text(j.conversation_id),
+                j.sample_rate,
+                PENDING,
+                now,
+                now,
+            )
+            for j in jobs
+        ]
+        with self.transaction() as cur:
+            cur.executemany(
+                self.q(
+                    "INSERT INTO jobs (rule, target_type, target_id, trace_id, span_id,"
+                    " conversation_id, sample_rate, state, available_at, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (rule, target_type, target_id) DO NOTHING"
+                ),
+                rows,
+            )
+            return max(cur.rowcount, 0)
+
+    def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
+        if limit <= 0:
+            return []
+        # One statement: the CTE picks due jobs (PostgreSQL skips rows another worker has
+        # locked, and materializes a locking CTE exactly once, so LIMIT holds), the UPDATE
+        # leases them; SQLite holds its write lock for all of it.
+        sql = (
+            f"WITH picked AS (SELECT job_id FROM jobs{self.claim_index} WHERE {OPEN_JOBS}"
+            f" AND ((state = '{PENDING}' AND available_at <= ?)"
+            f" OR (state = '{LEASED}' AND lease_expires_at <= ?))"
+            f" ORDER BY job_id LIMIT ?{self.claim_lock})"
+            f" UPDATE jobs SET state = '{LEASED}', lease_owner = ?, lease_expires_at = ?,"
+            " attempts = attempts + 1 WHERE job_id IN (SELECT job_id FROM picked)"
+            f" RETURNING {JOB_COLUMNS}"
+        )
+        with self.transaction() as cur:
+            cur.execute(self.q(sql), (now, now, limit, owner, now + lease_seconds))
+            jobs = [job_from_row(row) for row in cur.fetchall()]
+        jobs.sort(key=lambda job: job.job_id)
+        return jobs
+
+    def complete_job(
+        self, job_id: int, *, owner: str, record: EvaluationRecord, now: float
+    ) -> bool:
+        state = FAILED if record.status == "error" else DONE
+        now = wall() if now is None else now  # tolerate a record without finished_at
+        with self.transaction() as cur:
+            cur.execute(
+                self.q(
+                    "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_at = NULL"
+                    f" WHERE job_id = ? AND state = '{LEASED}' AND lease_owner = ?"
+                ),
+                (state, job_id, owner),
+            )
+            if cur.rowcount != 1:
+                return False
+            cur.execute(
+                self.q(
+                    "INSERT INTO results (job_id, rule, metric, target_type, target_id, trace_id,"
+                    " status, cost, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                (
+                    job_id,
+                    clean_text(record.rule),
+                    clean_text(record.metric),
+                    clean_text(record.target_type),
+                    clean_text(record.target_id),
+                    clean_text(record.trace_id),
+                    record.status,
+                    record.cost,
+                    now,
+                    record_to_json(record),
+                ),
+            )
+            return True
+
+    def release_job(self, job_id: int, *, owner: str, retry_at: float | None = None) -> bool:
+        with self.transaction() as cur:
+            cur.execute(
+                self.q(
+                    f"UPDATE jobs SET state = '{PENDING}', lease_owner = NULL,"
+                    " lease_expires_at = NULL, available_at = COALESCE(?, available_at)"
+                    f" WHERE job_id = ? AND state = '{LEASED}' AND lease_owner = ?"
+                ),
+                (retry_at, job_id, owner),
+            )
+            return cur.rowcount == 1
+
+    def requeue_expired(self, *, now: float) -> int:
+        with self.transaction() as cur:
+            cur.execute(
+                self.q(
+                    f"UPDATE jobs SET state = '{PENDING}', lease_owner = NULL,"
+                    f" lease_expires_at = NULL WHERE {OPEN_JOBS} AND state = '{LEASED}'"
+                    " AND lease_expires_at <= ?"
+                ),
+                (now,),
+            )
+            return max(cur.rowcount, 0)

@@ -1,0 +1,153 @@
+"""The schema: every table and index, as an append-only list of migrations, and their runner.
+
+An existing database catches up at start-up: each version not applied yet runs once, inside the
+opening transaction, and is recorded in ``schema_version``.
+
+Example::
+
+    with store.transaction() as cur:
+        apply_migrations(cur, MIGRATIONS, types=store.types, q=store.q)
+        assert current_version(cur) == SCHEMA_VERSION
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from spanjudge.exporters.store.base import LEASED, PENDING
+from spanjudge.exporters.store.core import Cursor, wall
+
+# Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits.
+# Migrations are append-only: version N is MIGRATIONS[N - 1]; a release that changes the schema
+# adds a list of statements, and every database catches up at start-up.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE IF NOT EXISTS spans (
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            parent_span_id TEXT,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            start_ns {bigint} NOT NULL,
+            end_ns {bigint} NOT NULL,
+            status_code TEXT NOT NULL,
+            status_message TEXT,
+            attributes TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            events TEXT NOT NULL,
+            scope_name TEXT,
+            service_name TEXT,
+            conversation_id TEXT,
+            arrived_at {real} NOT NULL,
+            PRIMARY KEY (trace_id, span_id))""",
+        "CREATE INDEX IF NOT EXISTS spans_conversation ON spans (conversation_id)"
+        " WHERE conversation_id IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS spans_arrived ON spans (arrived_at)",
+        """CREATE TABLE IF NOT EXISTS traces (
+            trace_id TEXT PRIMARY KEY,
+            first_arrival {real} NOT NULL,
+            last_arrival {real} NOT NULL,
+            root_ended INTEGER NOT NULL DEFAULT 0,
+            planned_at {real})""",
+        "CREATE INDEX IF NOT EXISTS traces_unplanned ON traces (last_arrival)"
+        " WHERE planned_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS traces_last ON traces (last_arrival)",
+        """CREATE TABLE IF NOT EXISTS conversations (
+            conversation_id TEXT PRIMARY KEY,
+            first_arrival {real} NOT NULL,
+            last_arrival {real} NOT NULL,
+            planned_at {real})""",
+        "CREATE INDEX IF NOT EXISTS conversations_unplanned ON conversations (last_arrival)"
+        " WHERE planned_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS conversations_last ON conversations (last_arrival)",
+        """CREATE TABLE IF NOT EXISTS jobs (
+            job_id {id_pk},
+            rule TEXT NOT NULL,
+            target_type TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            trace_id TEXT,
+            span_id TEXT,
+            conversation_id TEXT,
+            sample_rate {real},
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_owner TEXT,
+            lease_expires_at {real},
+            available_at {real} NOT NULL,
+            created_at {real} NOT NULL,
+            UNIQUE (rule, target_type, target_id))""",
+        # Claims scan only open jobs, however many finished ones pile up.
+        "CREATE INDEX IF NOT EXISTS jobs_open ON jobs (job_id)"
+        " WHERE state IN ('pending', 'leased')",
+        "CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at)",
+        """CREATE TABLE IF NOT EXISTS results (
+            job_id {bigint} PRIMARY KEY,
+            rule TEXT NOT NULL,
+            metric TEXT NOT NULL,
+            target_type TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            trace_id TEXT,
+            status TEXT NOT NULL,
+            cost {real},
+            created_at {real} NOT NULL,
+            emitted_at {real},
+            record TEXT NOT NULL,
+            UNIQUE (rule, target_type, target_id))""",
+        "CREATE INDEX IF NOT EXISTS results_unemitted ON results (job_id) WHERE emitted_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS results_rule ON results (rule, created_at)",
+        "CREATE INDEX IF NOT EXISTS results_trace ON results (trace_id)",
+        "CREATE INDEX IF NOT EXISTS results_created ON results (created_at)",
+    ],
+    [
+        # Enrich mode: every received span once, forwarded when due (at once, or after its
+        # evaluations when held); written in the spans' own transaction.
+        """CREATE TABLE IF NOT EXISTS outbox (
+            entry_id {id_pk},
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            hold INTEGER NOT NULL,
+            release_at {real} NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_owner TEXT,
+            lease_expires_at {real},
+            forwarded_at {real},
+            UNIQUE (trace_id, span_id))""",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (release_at) WHERE forwarded_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS outbox_forwarded ON outbox (forwarded_at)"
+        " WHERE forwarded_at IS NOT NULL",
+        # release_held() looks up the open jobs of one span
+        "CREATE INDEX IF NOT EXISTS jobs_span ON jobs (trace_id, span_id)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# Open jobs: the predicate of the jobs_open index above, so claims and counts can use it.
+OPEN_JOBS = f"state IN ('{PENDING}', '{LEASED}')"
+
+
+def current_version(cur: Cursor) -> int:
+    """The last migration applied (0 on an empty database with the version table)."""
+    cur.execute("SELECT MAX(version) FROM schema_version")
+    return int(cur.fetchone()[0] or 0)
+
+
+def apply_migrations(
+    cur: Cursor,
+    migrations: Sequence[Sequence[str]],
+    *,
+    types: Mapping[str, str],
+    q: Callable[[str], str],
+) -> None:
+    """Run the versions of ``migrations`` the database lacks, inside the caller's write
+    transaction (``types``: the dialect's schema tokens; ``q``: its placeholder rewriter)."""
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        f"version INTEGER NOT NULL, applied_at {types['real']} NOT NULL)"
+    )
+    for version in range(current_version(cur) + 1, len(migrations) + 1):
+        for statement in migrations[version - 1]:
+            cur.execute(statement.format(**types))
+        cur.execute(
+            q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
+            (version, wall()),
+        )

@@ -1,0 +1,174 @@
+"""The span log in SQL: spans in, settled traces and idle conversations out, retention.
+
+Every write also keeps one ``traces`` row per trace and one ``conversations`` row per
+conversation (first and last arrival, root ended, planned at), so settling is an indexed scan
+instead of a look at every span.
+
+Example::
+
+    store.write_spans(records, now=t)
+    store.mark_planned(traces=store.settled_traces(settle_seconds=10, now=t + 10), now=t + 10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, OutboxEntry
+from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.rows import (
+    SPAN_COLUMNS,
+    SPAN_TYPES,
+    clean_text,
+    span_from_row,
+    span_row,
+)
+
+
+class SpanQueries(SqlCore):
+    """:class:`~spanjudge.exporters.store.base.SpanLog` over the shared SQL core."""
+
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
+        if not spans:
+            return
+        arrived = wall() if now is None else now
+        # Sorted by key: concurrent writers take row locks in one order and cannot deadlock.
+        spans = sorted(spans, key=lambda s: (s.trace_id, s.span_id))
+        rows = [span_row(span, arrived) for span in spans]
+        roots: dict[str, int] = {}
+        conversations: set[str] = set()
+        for span, row in zip(spans, rows, strict=True):
+            ended = 1 if (not row[2] and span.end_time_unix_nano > 0) else 0
+            roots[span.trace_id] = max(roots.get(span.trace_id, 0), ended)
+            if row[14] is not None:
+                conversations.add(row[14])
+        trace_rows = [(t, arrived, arrived, roots[t]) for t in sorted(roots)]
+        conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
+        g = self.greatest
+        with self.transaction() as cur:
+            self.insert_rows(
+                cur,
+                f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
+                SPAN_TYPES,
+                rows,
+                " ON CONFLICT (trace_id, span_id) DO NOTHING",
+            )
+            self.insert_rows(
+                cur,
+                "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
+                ("text", "real", "real", "int"),
+                trace_rows,
+                " ON CONFLICT (trace_id) DO UPDATE SET"
+                f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
+                f" root_ended = {g}(traces.root_ended, excluded.root_ended)",
+            )
+            if conversation_rows:
+                self.insert_rows(
+                    cur,
+                    "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)",
+                    ("text", "real", "real"),
+                    conversation_rows,
+                    " ON CONFLICT (conversation_id) DO UPDATE SET"
+                    f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
+                )
+            if outbox:
+                # once ever per span: a re-delivered span (a client retry) is not sent twice
+                cur.executemany(
+                    self.q(
+                        "INSERT INTO outbox (trace_id, span_id, hold, release_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id, span_id) DO NOTHING"
+                    ),
+                    sorted(
+                        (
+                            clean_text(e.trace_id),
+                            clean_text(e.span_id),
+                            1 if e.hold else 0,
+                            e.release_at,
+                        )
+                        for e in outbox
+                    ),
+                )
+
+    def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        rows = self.select(
+            "SELECT trace_id FROM traces WHERE planned_at IS NULL AND last_arrival <= ?"
+            " AND (root_ended = 1 OR last_arrival <= ?)"
+            # Index order only: a tie-breaker column would sort the whole backlog.
+            " ORDER BY last_arrival LIMIT ?",
+            (now - settle_seconds, now - ORPHAN_SETTLE_FACTOR * settle_seconds, limit),
+        )
+        return [row[0] for row in rows]
+
+    def idle_conversations(self, *, idle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        rows = self.select(
+            "SELECT conversation_id FROM conversations WHERE planned_at IS NULL"
+            " AND last_arrival <= ? ORDER BY last_arrival LIMIT ?",
+            (now - idle_seconds, limit),
+        )
+        return [row[0] for row in rows]
+
+    def mark_planned(
+        self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
+    ) -> None:
+        self.update_each(
+            ("UPDATE traces SET planned_at = ? WHERE trace_id = ?", now, traces),
+            (
+                "UPDATE conversations SET planned_at = ? WHERE conversation_id = ?",
+                now,
+                conversations,
+            ),
+        )
+
+    def trace_spans(self, trace_id: str) -> list[SpanRecord]:
+        rows = self.select(
+            f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id",
+            (trace_id,),
+        )
+        return [span_from_row(row) for row in rows]
+
+    def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
+        rows = self.select(
+            f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
+            " (SELECT DISTINCT trace_id FROM spans WHERE conversation_id = ?)"
+            " ORDER BY start_ns, trace_id, span_id",
+            (conversation_id,),
+        )
+        return [span_from_row(row) for row in rows]
+
+    def targets_since(self, *, since: float, until: float) -> tuple[list[str], list[str]]:
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                self.q(
+                    "SELECT trace_id FROM traces WHERE last_arrival >= ? AND first_arrival <= ?"
+                    " ORDER BY first_arrival, trace_id"
+                ),
+                (since, until),
+            )
+            traces = [row[0] for row in cur.fetchall()]
+            cur.execute(
+                self.q(
+                    "SELECT conversation_id FROM conversations WHERE last_arrival >= ?"
+                    " AND first_arrival <= ? ORDER BY first_arrival, conversation_id"
+                ),
+                (since, until),
+            )
+            return traces, [row[0] for row in cur.fetchall()]
+
+    def delete_older_than(self, cutoff: float) -> int:
+        with self.transaction() as cur:
+            cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
+            deleted = max(cur.rowcount, 0)
+            cur.execute(
+                self.q("DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"),
+                (cutoff,),
+            )
+            cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))
+            cur.execute(self.q("DELETE FROM conversations WHERE last_arrival < ?"), (cutoff,))
+            return deleted
