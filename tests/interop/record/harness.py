@@ -21,6 +21,10 @@ this folder on ``PYTHONPATH``) declares its recordings and one function that run
     if __name__ == "__main__":
         harness.main("mylib", MODES, record)
 
+A recorder file is named after its library (``recorders/openinference.py``), so it runs with
+``PYTHONSAFEPATH=1`` (its own folder is not put on ``sys.path``) and this folder on
+``PYTHONPATH``; ``record.sh`` and ``main`` set both.
+
 ``main`` with no arguments records every mode, each in a fresh child process whose environment
 is the mode's ``env`` (libraries read their switches at import time); ``main`` with recording
 names records just those.  Each recording empties ``fixtures/<recording>/``, then writes there
@@ -408,6 +412,7 @@ def main(library: str, modes: dict[str, Mode], record: Callable[[Recording], Non
         run_one(library, names[0], modes[names[0]], record)
         return
     for name in names:
-        env = dict(os.environ, **modes[name].env, INTEROP_CHILD=name)
+        # PYTHONSAFEPATH: a recorder named like its library must not shadow the library.
+        env = dict(os.environ, **modes[name].env, INTEROP_CHILD=name, PYTHONSAFEPATH="1")
         if subprocess.run([sys.executable, sys.argv[0], name], env=env).returncode != 0:
             raise SystemExit(f"recording {name} failed")

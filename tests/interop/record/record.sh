@@ -28,7 +28,8 @@ for arg in "$@"; do
   [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
   echo "== $lib ${rec:-(all recordings)}"
-  INTEROP_REQUIREMENTS="$reqs" PYTHONPATH="$HERE" \
+  # PYTHONSAFEPATH: recorders/openinference.py must not shadow the package it records.
+  INTEROP_REQUIREMENTS="$reqs" PYTHONPATH="$HERE" PYTHONSAFEPATH=1 \
     "$venv/bin/python" "$HERE/recorders/$lib.py" $rec
   if [ -n "$rec" ]; then
     PYTHONPATH="$HERE" "$SUMMARY_PYTHON" "$HERE/summarize.py" "$rec"
