@@ -1,14 +1,14 @@
 """Generate the spanjudge Grafana dashboard (``dashboards/spanjudge.json``) from code.
 
-Metric names come from :mod:`spanjudge.exporters.metric_names` and span attribute names from
-:mod:`spanjudge.tracer.attributes`, so a rename there shows up here on the next run (and
-``tests/deploy`` fails until the checked-in JSON is regenerated)::
+The dashboard is built with the builders of ``grafana-foundation-sdk`` (Grafana's own
+dashboard, panel and query types, generated from Grafana's schemas), so a field Grafana does
+not know cannot be written. The queries come from ``dashboard_queries.py`` beside this file,
+which takes every series and label name from :mod:`spanjudge.exporters.metric_names` and every
+attribute from :mod:`spanjudge.tracer.attributes`: a rename there shows up here on the next
+run (and ``tests/deploy`` fails until the checked-in JSON is regenerated)::
 
     .venv/bin/python deploy/grafana/generate.py          # rewrite the JSON
     .venv/bin/python deploy/grafana/generate.py --check  # exit 1 if the JSON is stale
-
-No dashboard SDK: the Grafana JSON model is plain data, and a few small builders keep it
-readable without another dependency.
 """
 
 from __future__ import annotations
@@ -17,378 +17,349 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+
+# the sibling module: run as a script, this file's folder is first on sys.path
+import dashboard_queries as q
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, tempo, text
+from grafana_foundation_sdk.builders import timeseries as ts
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models.common import BigValueColorMode
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+from grafana_foundation_sdk.models.text import TextMode
 
 from spanjudge.exporters import metric_names as mn
-from spanjudge.tracer import attributes as attr
-
-Json = dict[str, Any]
 
 OUTPUT = Path(__file__).resolve().parent / "dashboards" / "spanjudge.json"
-PROM: Json = {"type": "prometheus", "uid": "prometheus"}
-TEMPO: Json = {"type": "tempo", "uid": "tempo"}
-EVAL_SPAN_PREFIX = "evaluation "  # evaluation span name: "evaluation {metric}"
+PROM = dm.DataSourceRef(type_val="prometheus", uid=q.PROM_UID)
+TEMPO = dm.DataSourceRef(type_val="tempo", uid=q.TEMPO_UID)
+# Grafana 11's dashboard schema; the SDK's model says 36, and Grafana would run its 37..39
+# migrations on every load
+SCHEMA_VERSION = 39
+Links = tuple[db.DashboardLink, ...]
 
 
-def scraped(name: str, kind: str = "gauge") -> str:
-    """The Prometheus name of an OTel instrument: dots -> underscores, counters get _total."""
-    base = name.replace(".", "_")
-    return base + "_total" if kind == "counter" else base
+def link(title: str, url: str, *, new_tab: bool = False) -> db.DashboardLink:
+    return db.DashboardLink(title).type(dm.DashboardLinkType.LINK).url(url).target_blank(new_tab)
 
 
-EVALS = scraped(mn.EVALUATIONS, "counter")
-SCORE = scraped(mn.EVALUATION_SCORE)  # histogram: _bucket, _sum, _count
-LAG = scraped(mn.EVALUATION_LAG)
-TOKENS = scraped(mn.JUDGE_TOKENS, "counter")
-COST = scraped(mn.JUDGE_COST, "counter")
-CALLS = scraped(mn.JUDGE_CALLS, "counter")
-BACKLOG = scraped(mn.BACKLOG)
-BACKLOG_AGE = scraped(mn.BACKLOG_AGE)
-SKIPPED = scraped(mn.SAMPLER_SKIPPED, "counter")
-DROPPED = scraped(mn.EXPORTER_DROPPED, "counter")
-EMIT_DROPPED = scraped(mn.EMITTER_DROPPED, "counter")
-REQUESTS = scraped(mn.RECEIVER_REQUESTS, "counter")
-SPANS_IN = scraped(mn.RECEIVER_SPANS, "counter")
-
-SEL = f'{mn.L_METRIC}=~"$metric", {mn.L_SERVICE}=~"$service"'
-RI = "$__rate_interval"
+LOW_LINK = link(
+    f"Low-scoring {q.FIELD_METRIC} evaluations in Tempo",
+    q.tempo_explore_url(q.low_score_traceql(q.FIELD_METRIC)),
+)
+JAEGER_FAIL = link("Failed evaluations in Jaeger", q.JAEGER_FAILED, new_tab=True)
+BY_METRIC = q.legend(mn.L_METRIC)
 
 
-def low_score_traceql(metric: str = "$metric", threshold: str = "$low_score") -> str:
-    """TraceQL: evaluation spans of ``metric`` scoring under ``threshold`` (child-span mode)."""
-    return (
-        f'{{ span.{attr.GEN_AI_EVALUATION_NAME} =~ "{metric}" && '
-        f"span.{attr.GEN_AI_EVALUATION_SCORE_VALUE} < {threshold} }}"
+# --- panel shapes --------------------------------------------------------------------------
+
+
+def prom(expr: str, legend: str, ref: str = "A", *, instant: bool = False) -> prometheus.Dataquery:
+    query = prometheus.Dataquery().ref_id(ref).datasource(PROM).expr(expr).legend_format(legend)
+    return query.instant() if instant else query.range()
+
+
+def series(
+    title: str,
+    *targets: prometheus.Dataquery,
+    w: int = 8,
+    unit: str = "short",
+    ratio: bool = False,
+    links: Links = (),
+    about: str = "",
+) -> ts.Panel:
+    """A time series panel on Prometheus; ``ratio`` pins the axis to 0..1 as a percentage."""
+    panel = ts.Panel().title(title).description(about).datasource(PROM).span(w).height(8)
+    panel = panel.targets(list(targets)).data_links(list(links))
+    panel = panel.legend(cb.VizLegendOptions().show_legend(True))
+    return panel.unit("percentunit").min(0).max(1) if ratio else panel.unit(unit)
+
+
+def single(
+    title: str,
+    *targets: prometheus.Dataquery,
+    w: int,
+    unit: str,
+    links: Links = (),
+    about: str = "",
+) -> stat.Panel:
+    """A stat panel showing each target's last value."""
+    panel = stat.Panel().title(title).description(about).datasource(PROM).span(w).height(8)
+    panel = panel.targets(list(targets)).data_links(list(links)).unit(unit)
+    return panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]))
+
+
+def traces_table(title: str, traceql: str, about: str = "") -> table.Panel:
+    """The 20 latest traces matching ``traceql``, from Tempo."""
+    target = tempo.TempoQuery().ref_id("A").datasource(TEMPO).query_type("traceql")
+    panel = table.Panel().title(title).description(about).datasource(TEMPO).span(12).height(10)
+    return panel.with_target(target.limit(20).query(traceql)).show_header(True)
+
+
+# --- rows ----------------------------------------------------------------------------------
+
+
+def scores(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Scores"))
+    about = "Average judge score per metric. Click a series for its low-scoring traces in Tempo."
+    board.with_panel(
+        series(
+            "Mean score by metric",
+            prom(q.SCORE_MEAN, BY_METRIC),
+            w=12,
+            ratio=True,
+            links=(LOW_LINK, JAEGER_FAIL),
+            about=about,
+        )
     )
-
-
-def failed_by_agent_traceql() -> str:
-    """TraceQL: failed evaluations whose parent is an agent span named like ``$agent``."""
-    return (
-        f'{{ span.{attr.GEN_AI_AGENT_NAME} =~ "$agent" }} > '
-        f'{{ span.{attr.GEN_AI_EVALUATION_SCORE_LABEL} = "fail" }}'
+    p50, p10 = (q.quantile(x, q.SCORE, q.SEL, mn.L_METRIC) for x in (0.5, 0.1))
+    board.with_panel(
+        series(
+            "Score percentiles (p10, p50) by metric",
+            prom(p50, q.legend(mn.L_METRIC, prefix="p50 ")),
+            prom(p10, q.legend(mn.L_METRIC, prefix="p10 "), "B"),
+            w=12,
+            ratio=True,
+            links=(LOW_LINK,),
+            about="Bucketed by tenths (0.1 ... 1.0), so percentiles are interpolated.",
+        )
     )
-
-
-def errored_traceql() -> str:
-    """TraceQL: evaluations that produced no score (judge error, missing field)."""
-    return (
-        f'{{ span.{attr.GEN_AI_EVALUATION_NAME} =~ "$metric" && '
-        f"span.{attr.ERROR_TYPE} != nil }}"
+    buckets = prom(q.SCORE_BUCKETS, q.legend(q.LE)).format(PromQueryFormat.HEATMAP)
+    # a full-width slot: Grafana splits it between the repeated copies (one per metric)
+    board.with_panel(
+        heatmap.Panel()
+        .title("Score distribution: $metric")
+        .description(
+            "How many evaluations fell into each score bucket over time, one panel per metric."
+        )
+        .datasource(PROM)
+        .span(24)
+        .height(8)
+        .with_target(buckets)
+        .repeat("metric")
+        .repeat_direction("h")
+        .unit("short")
+        .calculate(False)
+        .y_axis(heatmap.YAxisConfig().unit("short"))
+        .cell_values(heatmap.CellValues().unit("short"))
     )
-
-
-def tempo_explore_url(query: str) -> str:
-    """A Grafana Explore link running ``query`` in Tempo over the dashboard's time range."""
-    pane = {
-        "datasource": TEMPO["uid"],
-        "queries": [{"refId": "A", "datasource": TEMPO, "queryType": "traceql", "query": query}],
-        "range": {"from": "${__from}", "to": "${__to}"},
-    }
-    # keep ${...} unescaped: Grafana interpolates them before following the link
-    return "/explore?schemaVersion=1&orgId=1&panes=" + quote(
-        json.dumps({"scores": pane}, separators=(",", ":")), safe="${}"
-    )
-
-
-def jaeger_search_url(tags: dict[str, str]) -> str:
-    """A Jaeger UI tag search in the evaluation spans' service over the last hour."""
-    return (
-        "${jaeger_url}/search?service=${eval_service}&lookback=1h&limit=50&tags="
-        + quote(json.dumps(tags, separators=(",", ":")), safe="${}")
-    )
-
-
-class Layout:
-    """Assigns panel ids and grid positions left to right, top to bottom (24 columns)."""
-
-    def __init__(self) -> None:
-        self.next_id = 1
-        self.x = 0
-        self.y = 0
-        self.row_h = 0
-
-    def place(self, w: int, h: int) -> tuple[int, Json]:
-        if self.x + w > 24:
-            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
-        pos = {"x": self.x, "y": self.y, "w": w, "h": h}
-        self.x += w
-        self.row_h = max(self.row_h, h)
-        pid, self.next_id = self.next_id, self.next_id + 1
-        return pid, pos
-
-    def row(self, title: str) -> Json:
-        if self.x:
-            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
-        pid, pos = self.place(24, 1)
-        self.x, self.y, self.row_h = 0, self.y + 1, 0
-        return {"type": "row", "id": pid, "title": title, "gridPos": pos, "collapsed": False,
-                "panels": []}
-
-
-def prom_target(expr: str, legend: str, ref: str = "A", **extra: Any) -> Json:
-    return {"refId": ref, "datasource": PROM, "expr": expr, "legendFormat": legend,
-            "range": True, **extra}
-
-
-def panel(layout: Layout, kind: str, title: str, targets: list[Json], *, w: int = 12, h: int = 8,
-          unit: str = "short", description: str = "", minmax: tuple[float, float] | None = None,
-          links: list[Json] | None = None, options: Json | None = None,
-          datasource: Json = PROM, **extra: Any) -> Json:
-    pid, pos = layout.place(w, h)
-    defaults: Json = {"unit": unit, "links": links or []}
-    if minmax is not None:
-        defaults["min"], defaults["max"] = minmax
-    return {"type": kind, "id": pid, "title": title, "description": description,
-            "gridPos": pos, "datasource": datasource, "targets": targets,
-            "fieldConfig": {"defaults": defaults, "overrides": []},
-            "options": options or {}, **extra}
-
-
-def pass_rate_expr(window: str) -> str:
-    """Passed / decided per metric. A metric whose evaluations all failed has no ``pass``
-    series; ``or 0 * ...`` supplies its zero so it shows 0% instead of vanishing."""
-    dec = f'{EVALS}{{{SEL}, {mn.L_LABEL}=~"pass|fail"}}'
-    passed = f'{EVALS}{{{SEL}, {mn.L_LABEL}="pass"}}'
-    return (
-        f"(sum by (metric) (increase({passed}[{window}])) "
-        f"or sum by (metric) (0 * increase({dec}[{window}]))) "
-        f"/ sum by (metric) (increase({dec}[{window}]))"
-    )
-
-
-def variables() -> list[Json]:
-    def label_var(name: str, label: str) -> Json:
-        q = f"label_values({EVALS}, {label})"
-        return {"type": "query", "name": name, "label": label, "datasource": PROM,
-                "query": {"query": q, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-                "definition": q, "refresh": 2, "multi": True, "includeAll": True,
-                "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1}
-
-    def text_var(name: str, label: str, value: str, hidden: bool = False) -> Json:
-        return {"type": "textbox" if not hidden else "constant", "name": name, "label": label,
-                "query": value, "current": {"text": value, "value": value},
-                "hide": 2 if hidden else 0}
-
-    return [
-        label_var("metric", mn.L_METRIC),
-        label_var("service", mn.L_SERVICE),
-        text_var("low_score", "low score below", "0.5"),
-        text_var("agent", "agent (regex)", ".*"),
-        text_var("jaeger_url", "Jaeger URL", "http://localhost:16686"),
-        text_var("eval_service", "service of evaluation spans", "spanjudge-worker"),
-    ]
-
-
-def build() -> Json:
-    """The whole dashboard as Grafana JSON (schemaVersion 39)."""
-    lo = Layout()
-    p: list[Json] = []
-    low_link = {"title": "Low-scoring ${__field.labels.metric} evaluations in Tempo",
-                "url": tempo_explore_url(low_score_traceql("${__field.labels.metric}"))}
-    jaeger_fail = {"title": "Failed evaluations in Jaeger",
-                   "url": jaeger_search_url({attr.GEN_AI_EVALUATION_SCORE_LABEL: "fail"}),
-                   "targetBlank": True}
-
-    p.append(lo.row("Scores"))
-    p.append(panel(
-        lo, "timeseries", "Mean score by metric",
-        [prom_target(f"sum by (metric) (rate({SCORE}_sum{{{SEL}}}[{RI}])) / "
-                     f"sum by (metric) (rate({SCORE}_count{{{SEL}}}[{RI}]))", "{{metric}}")],
-        minmax=(0, 1), unit="percentunit", links=[low_link, jaeger_fail],
-        description="Average judge score per metric. Click a series for its low-scoring "
-                    "traces in Tempo.",
-    ))
-    p.append(panel(
-        lo, "timeseries", "Score percentiles (p10, p50) by metric",
-        [prom_target(f"histogram_quantile(0.5, sum by (metric, le) "
-                     f"(rate({SCORE}_bucket{{{SEL}}}[{RI}])))", "p50 {{metric}}"),
-         prom_target(f"histogram_quantile(0.1, sum by (metric, le) "
-                     f"(rate({SCORE}_bucket{{{SEL}}}[{RI}])))", "p10 {{metric}}", "B")],
-        minmax=(0, 1), unit="percentunit", links=[low_link],
-        description="Bucketed by tenths (0.1 ... 1.0), so percentiles are interpolated.",
-    ))
-    p.append(panel(
-        lo, "heatmap", "Score distribution: $metric",
-        [prom_target(f"sum by (le) (increase({SCORE}_bucket{{{mn.L_METRIC}=~\"$metric\", "
-                     f"{mn.L_SERVICE}=~\"$service\"}}[{RI}]))", "{{le}}",
-                     format="heatmap")],
-        # a full-width slot: Grafana splits it between the repeated copies (one per metric)
-        w=24, repeat="metric", repeatDirection="h", maxPerRow=3,
-        options={"calculate": False, "yAxis": {"unit": "short"},
-                 "cellValues": {"unit": "short"}},
-        description="How many evaluations fell into each score bucket over time, one panel "
-                    "per metric.",
-    ))
-    p.append(panel(
-        lo, "stat", "Pass rate (time range)",
-        [prom_target(pass_rate_expr("$__range"), "{{metric}}", instant=True, range=False)],
-        w=8, unit="percentunit", minmax=(0, 1), links=[jaeger_fail],
-        options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
-        description="Passed / (passed + failed) per metric; errors and skips excluded.",
-    ))
-    p.append(panel(
-        lo, "timeseries", "Pass rate by metric", [prom_target(pass_rate_expr(RI), "{{metric}}")],
-        w=16, unit="percentunit", minmax=(0, 1), links=[low_link],
-    ))
-
-    p.append(lo.row("Evaluations"))
-    p.append(panel(
-        lo, "timeseries", "Evaluations per minute by outcome",
-        [prom_target(f"sum by (label) (rate({EVALS}{{{SEL}}}[{RI}])) * 60", "{{label}}")],
-        w=8, unit="short", description="pass, fail, error (no score) and skipped.",
-    ))
-    p.append(panel(
-        lo, "timeseries", "Judge errors per minute by metric",
-        [prom_target(f'sum by (metric) (rate({EVALS}{{{SEL}, {mn.L_LABEL}="error"}}[{RI}])) '
-                     f"* 60", "{{metric}}")],
-        w=8, links=[{"title": "Errored evaluations in Tempo",
-                     "url": tempo_explore_url(errored_traceql())}],
-        description="Evaluations that ended without a score; their spans carry error.type.",
-    ))
-    p.append(panel(
-        lo, "timeseries", "Targets not evaluated per minute by reason",
-        [prom_target(f"sum by (reason) (rate({SKIPPED}[{RI}])) * 60", "{{reason}}")],
-        w=8, description="not_sampled is expected (sample rate); budgets and missing fields "
-                         "are worth a look.",
-    ))
-
-    p.append(lo.row("Judge spend"))
-    p.append(panel(
-        lo, "timeseries", "Judge tokens per minute",
-        [prom_target(f"sum by (model, direction) (rate({TOKENS}{{{mn.L_METRIC}=~\"$metric\"}}"
-                     f"[{RI}])) * 60", "{{model}} {{direction}}")],
+    rate_in_range = prom(q.pass_rate(q.RANGE), BY_METRIC, instant=True)
+    about = "Passed / (passed + failed) per metric; errors and skips excluded."
+    pass_rate = single(
+        "Pass rate (time range)",
+        rate_in_range,
         w=8,
-    ))
-    p.append(panel(
-        lo, "timeseries", "Judge cost per hour by metric",
-        [prom_target(f"sum by (metric) (rate({COST}{{{mn.L_METRIC}=~\"$metric\"}}[{RI}])) "
-                     f"* 3600", "{{metric}}")],
-        w=8, unit="currencyUSD",
-    ))
-    p.append(panel(
-        lo, "stat", "Judge cost (time range)",
-        [prom_target(f"sum(increase({COST}{{{mn.L_METRIC}=~\"$metric\"}}[$__range]))", "cost",
-                     instant=True, range=False),
-         prom_target(f"sum(increase({CALLS}{{{mn.L_METRIC}=~\"$metric\"}}[$__range]))",
-                     "judge calls", "B", instant=True, range=False)],
-        w=8, unit="currencyUSD",
-        options={"reduceOptions": {"calcs": ["lastNotNull"]}},
-    ))
+        unit="percentunit",
+        links=(JAEGER_FAIL,),
+        about=about,
+    )
+    board.with_panel(pass_rate.min(0).max(1).color_mode(BigValueColorMode.BACKGROUND))
+    board.with_panel(
+        series(
+            "Pass rate by metric",
+            prom(q.pass_rate(q.RI), BY_METRIC),
+            w=16,
+            ratio=True,
+            links=(LOW_LINK,),
+        )
+    )
 
-    p.append(lo.row("Backlog and lag"))
-    p.append(panel(
-        lo, "timeseries", "Backlog by state",
-        [prom_target(f"sum by (state) ({BACKLOG})", "{{state}}")], w=8,
-        description="pending/leased jobs and traces/conversations not yet planned.",
-    ))
-    p.append(panel(
-        lo, "stat", "Oldest waiting target",
-        [prom_target(f"max({BACKLOG_AGE})", "age", instant=True, range=False)],
-        w=4, unit="s", options={"reduceOptions": {"calcs": ["lastNotNull"]}},
-    ))
-    p.append(panel(
-        lo, "timeseries", "Lag from target end to score (p50, p99)",
-        [prom_target(f"histogram_quantile(0.5, sum by (le) (rate({LAG}_bucket"
-                     f"{{{mn.L_METRIC}=~\"$metric\"}}[{RI}])))", "p50"),
-         prom_target(f"histogram_quantile(0.99, sum by (le) (rate({LAG}_bucket"
-                     f"{{{mn.L_METRIC}=~\"$metric\"}}[{RI}])))", "p99", "B")],
-        w=12, unit="s",
-        description="Includes settle time (trace) or idle time (conversation) by design.",
-    ))
 
-    p.append(lo.row("Ingest"))
-    p.append(panel(
-        lo, "timeseries", "Receiver requests per second by status",
-        [prom_target(f"sum by (code) (rate({REQUESTS}[{RI}]))", "{{code}}")], w=8,
-        description="503 means the worker asked the Collector to back off (store behind).",
-    ))
-    p.append(panel(
-        lo, "timeseries", "Spans received per second",
-        [prom_target(f"sum(rate({SPANS_IN}[{RI}]))", "spans/s")], w=8,
-    ))
-    p.append(panel(
-        lo, "timeseries", "Spans dropped per minute",
-        [prom_target(f"sum by (reason) (rate({DROPPED}[{RI}])) * 60", "store {{reason}}"),
-         prom_target(f"sum by (reason) (rate({EMIT_DROPPED}[{RI}])) * 60",
-                     "scores {{reason}}", "B")],
-        w=8, description="store: spans lost before the span store (their traces cannot be "
-                         "evaluated); scores: evaluation spans the emitter could not send.",
-    ))
+def evaluations(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Evaluations"))
+    board.with_panel(
+        series(
+            "Evaluations per minute by outcome",
+            prom(q.OUTCOMES_PER_MIN, q.legend(mn.L_LABEL)),
+            about="pass, fail, error (no score) and skipped.",
+        )
+    )
+    errored = link("Errored evaluations in Tempo", q.tempo_explore_url(q.errored_traceql()))
+    board.with_panel(
+        series(
+            "Judge errors per minute by metric",
+            prom(q.ERRORS_PER_MIN, BY_METRIC),
+            links=(errored,),
+            about="Evaluations that ended without a score; their spans carry error.type.",
+        )
+    )
+    board.with_panel(
+        series(
+            "Targets not evaluated per minute by reason",
+            prom(q.SKIPPED_PER_MIN, q.legend(mn.L_REASON)),
+            about="not_sampled is expected (sample rate); budgets and missing fields are "
+            "worth a look.",
+        )
+    )
 
-    p.append(lo.row("Low scores -> traces"))
-    p.append(panel(
-        lo, "table", "Low scores ($metric under $low_score)",
-        [{"refId": "A", "datasource": TEMPO, "queryType": "traceql", "limit": 20,
-          "tableType": "traces", "query": low_score_traceql()}],
-        w=12, h=10, datasource=TEMPO,
-        description="Evaluation spans (child-span mode) scoring under the threshold. Click "
-                    "a trace id to open the evaluated trace.",
-    ))
-    p.append(panel(
-        lo, "table", "Failed evaluations of agent $agent",
-        [{"refId": "A", "datasource": TEMPO, "queryType": "traceql", "limit": 20,
-          "tableType": "traces", "query": failed_by_agent_traceql()}],
-        w=12, h=10, datasource=TEMPO,
-    ))
-    _, pos = lo.place(24, 5)
-    p.append({
-        "type": "text", "id": lo.next_id - 1, "title": "Search in Jaeger", "gridPos": pos,
-        "options": {"mode": "markdown", "content": (
-            "Jaeger tag search (service `${eval_service}`):\n\n"
-            f"- [failed evaluations]({jaeger_search_url({attr.GEN_AI_EVALUATION_SCORE_LABEL: 'fail'})})\n"  # noqa: E501
-            f"- [faithfulness evaluations]({jaeger_search_url({attr.GEN_AI_EVALUATION_NAME: 'faithfulness'})})\n"  # noqa: E501
-            f"- [evaluations that ended in an error]({jaeger_search_url({'error': 'true'})})\n\n"
-            "Jaeger matches tag values exactly; use Tempo (TraceQL) for score thresholds. "
-            "See docs/seeing-scores.md."
-        )},
-    })
 
-    return {
-        "uid": "spanjudge-overview",
-        "title": "spanjudge",
-        "description": "LLM-as-a-judge scores from spanjudge: quality, volume, spend, backlog.",
-        "tags": ["spanjudge", "llm", "evaluation"],
-        "timezone": "browser",
-        "editable": False,
-        "graphTooltip": 1,
-        "schemaVersion": 39,
-        "version": 1,
-        "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": variables()},
-        "annotations": {"list": [{
-            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
-            "name": "Annotations & Alerts", "type": "dashboard",
-        }]},
-        "links": [
-            {"title": "Tempo: low scores", "type": "link", "targetBlank": False,
-             "url": tempo_explore_url(low_score_traceql())},
-            {"title": "Jaeger: failed evaluations", "type": "link", "targetBlank": True,
-             "url": jaeger_search_url({attr.GEN_AI_EVALUATION_SCORE_LABEL: "fail"})},
-        ],
-        "panels": p,
-    }
+def spend_and_backlog(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Judge spend"))
+    tokens = prom(q.TOKENS_PER_MIN, q.legend(mn.L_MODEL, mn.L_DIRECTION))
+    board.with_panel(series("Judge tokens per minute", tokens))
+    cost = prom(q.COST_PER_HOUR, BY_METRIC)
+    board.with_panel(series("Judge cost per hour by metric", cost, unit="currencyUSD"))
+    board.with_panel(
+        single(
+            "Judge cost (time range)",
+            prom(q.COST_IN_RANGE, "cost", instant=True),
+            prom(q.CALLS_IN_RANGE, "judge calls", "B", instant=True),
+            w=8,
+            unit="currencyUSD",
+        )
+    )
+
+    board.with_row(db.Row("Backlog and lag"))
+    board.with_panel(
+        series(
+            "Backlog by state",
+            prom(q.BACKLOG_BY_STATE, q.legend(mn.L_STATE)),
+            about="pending/leased jobs and traces/conversations not yet planned.",
+        )
+    )
+    oldest = prom(q.OLDEST_WAITING, "age", instant=True)
+    board.with_panel(single("Oldest waiting target", oldest, w=4, unit="s"))
+    p50, p99 = (q.quantile(x, q.LAG, q.METRIC_SEL) for x in (0.5, 0.99))
+    board.with_panel(
+        series(
+            "Lag from target end to score (p50, p99)",
+            prom(p50, "p50"),
+            prom(p99, "p99", "B"),
+            w=12,
+            unit="s",
+            about="Includes settle time (trace) or idle time (conversation) by design.",
+        )
+    )
+
+
+def ingest(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Ingest"))
+    board.with_panel(
+        series(
+            "Receiver requests per second by status",
+            prom(q.REQUESTS_PER_S, q.legend(mn.L_CODE)),
+            about="503 means the worker asked the Collector to back off (store behind).",
+        )
+    )
+    board.with_panel(series("Spans received per second", prom(q.SPANS_PER_S, "spans/s")))
+    board.with_panel(
+        series(
+            "Spans dropped per minute",
+            prom(q.STORE_DROPS_PER_MIN, q.legend(mn.L_REASON, prefix="store ")),
+            prom(q.SCORE_DROPS_PER_MIN, q.legend(mn.L_REASON, prefix="scores "), "B"),
+            about="store: spans lost before the span store (their traces cannot be "
+            "evaluated); scores: evaluation spans the emitter could not send.",
+        )
+    )
+
+
+def traces(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Low scores -> traces"))
+    about = (
+        "Evaluation spans (child-span mode) scoring under the threshold. Click a trace id to "
+        "open the evaluated trace."
+    )
+    board.with_panel(
+        traces_table("Low scores ($metric under $low_score)", q.low_score_traceql(), about)
+    )
+    agent = traces_table("Failed evaluations of agent $agent", q.failed_by_agent_traceql())
+    board.with_panel(agent)
+    content = (
+        "Jaeger tag search (service `${eval_service}`):\n\n"
+        + "".join(f"- [{label}]({url})\n" for label, url in q.JAEGER_SEARCHES)
+        + "\nJaeger matches tag values exactly; use Tempo (TraceQL) for score thresholds. "
+        "See docs/seeing-scores.md."
+    )
+    board.with_panel(
+        text.Panel()
+        .title("Search in Jaeger")
+        .span(24)
+        .height(5)
+        .mode(TextMode.MARKDOWN)
+        .content(content)
+    )
+
+
+# --- dashboard -----------------------------------------------------------------------------
+
+
+def variables(board: db.Dashboard) -> None:
+    for label in (mn.L_METRIC, mn.L_SERVICE):
+        query: dict[str, object] = {
+            "query": q.label_values(label),
+            "refId": "PrometheusVariableQueryEditor-VariableQuery",
+        }
+        board.with_variable(
+            db.QueryVariable(label)
+            .label(label)
+            .datasource(PROM)
+            .query(query)
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+            .current(dm.VariableOption(text="All", value="$__all"))
+            .sort(dm.VariableSort.ALPHABETICAL_ASC)
+        )
+    for name, label, value in (
+        ("low_score", "low score below", "0.5"),
+        ("agent", "agent (regex)", ".*"),
+        ("jaeger_url", "Jaeger URL", "http://localhost:16686"),
+        ("eval_service", "service of evaluation spans", "spanjudge-worker"),
+    ):
+        current = dm.VariableOption(text=value, value=value)
+        board.with_variable(
+            db.TextBoxVariable(name).label(label).default_value(value).current(current)
+        )
+
+
+def build() -> dm.Dashboard:
+    """The whole dashboard as Grafana's typed model."""
+    board = (
+        db.Dashboard("spanjudge")
+        .uid("spanjudge-overview")
+        .description("LLM-as-a-judge scores from spanjudge: quality, volume, spend, backlog.")
+        .tags(["spanjudge", "llm", "evaluation"])
+        .timezone("browser")
+        .readonly()
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .version(1)
+        .refresh("30s")
+        .time("now-6h", "now")
+        # Grafana puts its built-in "Annotations & Alerts" query into an empty list itself
+        .annotations([])
+        .link(link("Tempo: low scores", q.tempo_explore_url(q.low_score_traceql())))
+        .link(link("Jaeger: failed evaluations", q.JAEGER_FAILED, new_tab=True))
+    )
+    variables(board)
+    for row in (scores, evaluations, spend_and_backlog, ingest, traces):
+        row(board)
+    model = board.build()
+    model.schema_version = SCHEMA_VERSION
+    # the builders leave ids unset; Grafana wants one per panel, rows included
+    for number, panel in enumerate(model.panels or [], start=1):
+        panel.id_val = number
+    return model
 
 
 def render() -> str:
-    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+    return json.dumps(build(), cls=JSONEncoder, indent=2) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="fail if the JSON is stale")
     args = parser.parse_args(argv)
-    text = render()
+    rendered = render()
     if args.check:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-        if current != text:
+        if current != rendered:
             print(f"{OUTPUT} is stale: run deploy/grafana/generate.py", file=sys.stderr)
             return 1
         return 0
-    OUTPUT.write_text(text, encoding="utf-8")
+    OUTPUT.write_text(rendered, encoding="utf-8")
     print(f"wrote {OUTPUT}")
     return 0
 
