@@ -8,10 +8,11 @@ a rename everywhere.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
+# What ``@observe(kind=...)`` accepts; spelled once, the runtime tuple is read from the type.
 Kind = Literal["agent", "llm", "retriever", "tool", "chain"]
-KINDS: Final[tuple[str, ...]] = ("agent", "llm", "retriever", "tool", "chain")
+KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 
 # --- operation names (gen_ai.operation.name) per kind -------------------------------------
 OPERATION_BY_KIND: Final[dict[str, str]] = {
