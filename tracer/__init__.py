@@ -10,12 +10,14 @@ Imports only OpenTelemetry and the standard library: this package sits on every 
 3
 """
 
+from spanjudge.tracer.attributes import Kind
 from spanjudge.tracer.capture import CapturePolicy, set_policy
 from spanjudge.tracer.context import SpanHandle, conversation, current_span
 from spanjudge.tracer.observe import observe
 
 __all__ = [
     "CapturePolicy",
+    "Kind",
     "SpanHandle",
     "conversation",
     "current_span",

@@ -456,10 +456,56 @@ async def test_context_carried_into_asyncio_tasks(spans: Spans) -> None:
 
 
 def test_unknown_option_and_kind_fail_at_decoration() -> None:
-    with pytest.raises(TypeError, match="unknown options"):
-        observe(kind="llm", modle="typo")
-    with pytest.raises(ValueError, match="kind"):
-        observe(kind="embedding")
+    options: dict[str, Any] = {"modle": "typo"}  # a dict, as a caller's typo mypy cannot see
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        observe(kind="llm", **options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        observe(**options)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        observe(kind="embedding")  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="positional"):
+        observe("llm", "name", "gpt-4o")  # type: ignore[call-overload]
+
+
+def test_options_are_typed_keyword_only_parameters() -> None:
+    import inspect
+    from typing import get_args
+
+    from spanjudge.tracer import Kind
+    from spanjudge.tracer.attributes import KINDS
+
+    assert KINDS == get_args(Kind) == ("agent", "llm", "retriever", "tool", "chain")
+    params = inspect.signature(observe).parameters
+    assert [p.name for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD] == [
+        "kind",
+        "name",
+    ]
+    keyword_only = {n: p.default for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert keyword_only == {
+        "model": None,
+        "provider": None,
+        "description": None,
+        "tool_call_id": None,
+        "conversation_id_arg": None,
+        "input_arg": None,
+        "attributes": None,
+        "capture_input": True,
+        "capture_output": True,
+    }
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def test_bare_observe_takes_the_options_too(spans: Spans) -> None:
+    def step(question: str) -> str:
+        return question
+
+    # Untyped (the bare overload takes the function alone) but accepted, as it always was.
+    options: dict[str, Any] = {"attributes": {"team": "search"}, "capture_input": False}
+    wrapped = observe(step, **options)
+    assert wrapped("hi") == "hi"
+    span = spans.named("invoke_workflow step")
+    assert span.attributes["team"] == "search"
+    assert "spanjudge.input" not in span.attributes
 
 
 async def test_sampled_out_calls_carry_the_trace_but_record_nothing(spans: Spans) -> None:

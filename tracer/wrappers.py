@@ -1,0 +1,275 @@
+"""The per-call side of ``@observe``: one wrapper per kind of callable.
+
+A function, a coroutine function, a generator function and an async generator function each get
+a wrapper that starts the call's span (:func:`_begin`, shared by all four), makes it current only
+while the wrapped code runs, records the outcome through the :class:`~spanjudge.tracer.plan.Plan`
+and ends the span exactly once. Everything a wrapper reads per call is a closure cell or one
+module global: the context functions are imported by name, not looked up through their module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import attach, detach
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
+
+from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import capture
+from spanjudge.tracer import context as _context
+from spanjudge.tracer._version import __version__
+from spanjudge.tracer.context import CONVERSATION
+from spanjudge.tracer.plan import Plan
+
+# Streams longer than this keep their first chunks only; the span records that it was cut.
+_MAX_CHUNKS = 10_000
+
+_tracer: trace.Tracer | None = None
+
+
+def _get_tracer() -> trace.Tracer:
+    # Resolved on first call, through the global (proxy) provider: an SDK provider set later by
+    # the app, by configure() or by a test fixture is picked up without re-decorating anything.
+    global _tracer
+    if _tracer is None:
+        _tracer = trace.get_tracer(attrs.TRACER_NAME, __version__)
+    return _tracer
+
+
+def _safe(step: Callable[..., None], *args: Any) -> None:
+    try:
+        step(*args)
+    except Exception as exc:
+        capture.note_failure(exc)
+
+
+def _record_error(span: Any, exc: BaseException) -> None:
+    try:
+        span.set_attribute(attrs.ERROR_TYPE, type(exc).__qualname__)
+        try:
+            description = f"{type(exc).__name__}: {exc}"
+        except Exception:
+            description = type(exc).__name__
+        span.set_status(Status(StatusCode.ERROR, description[:1024]))
+        span.record_exception(exc, escaped=True)
+    except Exception as failure:
+        capture.note_failure(failure)
+
+
+def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Start the call's span; returns (span, what the decorator may assume is already on it).
+
+    The second item is ``None`` when the span is not recording.
+    """
+    if plan.fixed and CONVERSATION.get() is None:
+        attributes = plan.static  # nothing about this call changes the name or the start set
+        name = plan.span_name
+    else:
+        attributes = plan.start_attributes(args, kwargs)
+        name = plan.call_span_name(attributes)
+    warm = plan.warm
+    if warm:
+        try:
+            attributes = plan.input_attributes(args, kwargs, dict(attributes))
+        except Exception as failure:
+            capture.note_failure(failure)
+    tracer = _tracer or _get_tracer()
+    span = tracer.start_span(name, attributes=attributes)
+    if not span.is_recording():
+        plan.warm = False
+        return span, None
+    if not warm:
+        plan.warm = True
+        try:
+            plan.on_start(span, args, kwargs)
+        except Exception as failure:
+            capture.note_failure(failure)
+    return span, attributes
+
+
+def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
+    """An agent given its conversation id as an argument: its children carry the id too."""
+    conv_id = known.get(attrs.GEN_AI_CONVERSATION_ID)
+    current = CONVERSATION.get()
+    if conv_id is None or (current is not None and current[0] == conv_id):
+        return None
+    return CONVERSATION.set((conv_id, known.get(attrs.SPANJUDGE_USER_ID)))
+
+
+def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        span, known = _begin(plan, args, kwargs)
+        if known is None:
+            if not span.get_span_context().is_valid:
+                return fn(*args, **kwargs)  # no SDK: nothing to carry, nothing to record
+            token = attach(set_span_in_context(span))
+            try:
+                return fn(*args, **kwargs)  # sampled out: still carry the trace to children
+            finally:
+                detach(token)
+                span.end()
+        writes = _context.writes
+        conv_token = _enter_conversation(plan, known) if plan.conv_from_arg else None
+        token = attach(set_span_in_context(span))
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            detach(token)
+            if conv_token is not None:
+                CONVERSATION.reset(conv_token)
+            _record_error(span, exc)
+            span.end()
+            raise
+        detach(token)
+        if conv_token is not None:
+            CONVERSATION.reset(conv_token)
+        try:
+            # No handle write during the call: what we started the span with is all it has.
+            plan.on_end(span, result, known if writes == _context.writes else None)
+        except Exception as failure:
+            capture.note_failure(failure)
+        span.end()
+        return result
+
+    return wrapper
+
+
+def wrap_coroutine(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # The span starts when the coroutine runs (is awaited), not when it is created.
+        span, known = _begin(plan, args, kwargs)
+        if known is None and not span.get_span_context().is_valid:
+            return await fn(*args, **kwargs)
+        conv_token = (
+            _enter_conversation(plan, known) if known is not None and plan.conv_from_arg else None
+        )
+        token = attach(set_span_in_context(span))
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:  # CancelledError included: ERROR status, then re-raised
+            if known is not None:
+                _record_error(span, exc)
+            raise
+        else:
+            if known is not None:
+                # other tasks may write through handles meanwhile: read the span back
+                _safe(plan.on_end, span, result)
+            return result
+        finally:
+            detach(token)
+            if conv_token is not None:
+                CONVERSATION.reset(conv_token)
+            span.end()
+
+    return wrapper
+
+
+def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Runs at the first next(): that is when the span starts.
+        span, known = _begin(plan, args, kwargs)
+        recording = known is not None
+        if not recording and not span.get_span_context().is_valid:
+            return (yield from fn(*args, **kwargs))
+        ctx = set_span_in_context(span)
+        chunks: list[Any] = []
+        gen = fn(*args, **kwargs)
+        method: Callable[[Any], Any] = gen.send
+        arg: Any = None
+        try:
+            while True:
+                # The span is current only while the generator's own code runs; at a yield the
+                # consumer's context is left exactly as it was.
+                token = attach(ctx)
+                try:
+                    value = method(arg)
+                finally:
+                    detach(token)
+                if recording and len(chunks) < _MAX_CHUNKS:
+                    chunks.append(value)
+                try:
+                    arg = yield value
+                    method = gen.send
+                except GeneratorExit:
+                    # close(), early break, or garbage collection of the consumer's iterator
+                    token = attach(ctx)
+                    try:
+                        gen.close()
+                    finally:
+                        detach(token)
+                    if recording:
+                        _safe(plan.end_stream, span, chunks)
+                    raise
+                except BaseException as thrown:
+                    method, arg = gen.throw, thrown
+        except StopIteration as stop:
+            if recording:
+                _safe(plan.end_stream, span, chunks, stop.value)
+            return stop.value
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            if recording:
+                _record_error(span, exc)
+            raise
+        finally:
+            span.end()
+
+    return wrapper
+
+
+def wrap_async_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        span, known = _begin(plan, args, kwargs)
+        recording = known is not None
+        # No SDK (invalid span): leave the OpenTelemetry context alone, but keep the protocol.
+        ctx = set_span_in_context(span) if span.get_span_context().is_valid else None
+        chunks: list[Any] = []
+        agen = fn(*args, **kwargs)
+        method: Callable[[Any], Any] = agen.asend
+        arg: Any = None
+        try:
+            while True:
+                token = attach(ctx) if ctx is not None else None
+                try:
+                    value = await method(arg)
+                finally:
+                    if token is not None:
+                        detach(token)
+                if recording and len(chunks) < _MAX_CHUNKS:
+                    chunks.append(value)
+                try:
+                    arg = yield value
+                    method = agen.asend
+                except GeneratorExit:
+                    token = attach(ctx) if ctx is not None else None
+                    try:
+                        await agen.aclose()
+                    finally:
+                        if token is not None:
+                            detach(token)
+                    if recording:
+                        _safe(plan.end_stream, span, chunks)
+                    raise
+                except BaseException as thrown:
+                    method, arg = agen.athrow, thrown
+        except StopAsyncIteration:
+            if recording:
+                _safe(plan.end_stream, span, chunks)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            if recording:
+                _record_error(span, exc)
+            raise
+        finally:
+            span.end()
+
+    return wrapper
