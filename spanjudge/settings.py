@@ -1,4 +1,4 @@
-"""Worker settings: a TOML or YAML file, overridden by ``SPANJUDGE_*`` environment variables.
+"""Worker settings: a TOML, YAML or JSON file, overridden by ``SPANJUDGE_*`` environment variables.
 
 ::
 
@@ -16,17 +16,27 @@
 
 Every key can also come from the environment: ``SPANJUDGE_STORE_URL``, ``SPANJUDGE_MODE``,
 ``SPANJUDGE_RECEIVER_PORT``... (rules only from the file or an entry point). Errors name the key.
+The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen by its extension.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    JsonConfigSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
 
 METRIC_NAMES = ("faithfulness", "bias", "topic_adherence")
 
@@ -84,42 +94,79 @@ class WorkerSettings(BaseSettings):
     rules_entrypoint: str | None = None  # "module:function" returning a list of Rule
 
     @classmethod
-    def settings_customise_sources(  # type: ignore[override]
+    def settings_customise_sources(
         cls,
-        settings_cls: Any,
-        init_settings: Any,
-        env_settings: Any,
-        dotenv_settings: Any,
-        file_secret_settings: Any,
-    ) -> tuple[Any, ...]:
-        # environment beats the file: a container overrides one key without editing the file
-        return env_settings, init_settings
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Keyword arguments (code) beat the environment, which beats the file: a container
+        # overrides one key without editing the file. No .env or secrets directory is read.
+        path = _CONFIG_FILE.get()
+        if path is None:
+            return init_settings, env_settings
+        return init_settings, env_settings, _file_source(settings_cls, path)
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+# The file load_settings() is reading: settings_customise_sources is a classmethod that only
+# receives the class, and a per-call subclass would leak into the type of the settings.
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("spanjudge_config_file", default=None)
+
+
+@contextmanager
+def _reading(path: Path | None) -> Iterator[None]:
+    token = _CONFIG_FILE.set(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        yield
+    finally:
+        _CONFIG_FILE.reset(token)
+
+
+def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, Any]:
+    """The file's top-level mapping, or a ConfigError naming the file and what is wrong."""
+    try:
+        data = read()
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        elif path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            try:
-                import tomllib
-            except ImportError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
-            data = tomllib.loads(text)
-    except Exception as exc:
-        raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # each format's parser has its own error class
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping of keys")
     return data
+
+
+# The sources skip a missing file and let parser errors (or a list at the top level) escape as
+# they are; these subclasses turn every such problem into one ConfigError.
+class _TomlFile(TomlConfigSettingsSource):
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        read = super()._read_file
+        return _checked("TOML", file_path, lambda: read(file_path))
+
+
+class _YamlFile(YamlConfigSettingsSource):
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        read = super()._read_file
+        return _checked("YAML", file_path, lambda: read(file_path))
+
+
+class _JsonFile(JsonConfigSettingsSource):
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        read = super()._read_file
+        return _checked("JSON", file_path, lambda: read(file_path))
+
+
+def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
+    if not path.is_file():
+        reason = "not a file" if path.exists() else "no such file"
+        raise ConfigError(f"cannot read config file {path}: {reason}")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _YamlFile(settings_cls, path)
+    if suffix == ".json":
+        return _JsonFile(settings_cls, path)
+    return _TomlFile(settings_cls, path)  # .toml, and any other name
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
@@ -134,14 +181,19 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> WorkerSettings:
-    """Read the file (TOML, YAML or JSON by extension), then apply ``SPANJUDGE_*`` env vars."""
-    data: dict[str, Any] = {}
-    source = "environment"
-    if path is not None:
-        data = _read_file(Path(path))
-        source = str(path)
-    data.update(overrides)
+    """Read the file (TOML, YAML or JSON by extension), then apply ``SPANJUDGE_*`` env vars.
+
+    Keyword arguments beat both, for code that configures a worker itself::
+
+        settings = load_settings("worker.toml")
+        settings = load_settings(None, store_url="sqlite:///tmp/x.db", rules=[{"metric": "bias"}])
+
+    Raises ConfigError naming every bad key, or the file when it cannot be read or parsed.
+    """
+    file = None if path is None else Path(path)
     try:
-        return WorkerSettings(**data)
+        with _reading(file):
+            return WorkerSettings(**overrides)
     except ValidationError as exc:
+        source = "environment" if file is None else str(file)
         raise ConfigError(format_validation_error(exc, source)) from None

@@ -87,10 +87,93 @@ def test_env_wrong_type_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings(None)
 
 
-def test_not_toml(tmp_path: Path) -> None:
+JSON = """
+{
+  "store_url": "sqlite:///j.db",
+  "receiver_port": 4320,
+  "judge_options": {"api_base": "http://127.0.0.1:9/v1"},
+  "rules": [{"metric": "faithfulness", "sample_rate": 0.5, "params": {"threshold": 0.8}}]
+}
+"""
+
+
+def test_json_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPANJUDGE_STORE_URL", raising=False)
+    monkeypatch.delenv("SPANJUDGE_RECEIVER_PORT", raising=False)
+    path = tmp_path / "w.json"
+    path.write_text(JSON)
+    settings = load_settings(path)
+    assert settings.store_url == "sqlite:///j.db"
+    assert settings.receiver_port == 4320
+    assert settings.judge_options == {"api_base": "http://127.0.0.1:9/v1"}
+    assert settings.rules[0].params == {"threshold": 0.8}
+    assert len(build_rules(settings, NO_JUDGE)) == 1
+
+
+def test_yml_extension_is_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPANJUDGE_STORE_URL", raising=False)
+    path = tmp_path / "w.yml"
+    path.write_text(YAML)
+    settings = load_settings(path)
+    assert settings.store_url == "postgresql://postgres@127.0.0.1:5432/test"
+    assert settings.rules[1].params == {"relevant_topics": ["orders"]}
+
+
+def test_keyword_overrides_beat_env_which_beats_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "w.toml"
-    path.write_text("this is = = not toml")
-    with pytest.raises(ConfigError, match="not valid"):
+    path.write_text(
+        'store_url = "sqlite:///file.db"\nservice_name = "from-file"\nconcurrency = 2\n'
+    )
+    monkeypatch.setenv("SPANJUDGE_STORE_URL", "sqlite:///env.db")
+    monkeypatch.setenv("SPANJUDGE_SERVICE_NAME", "from-env")
+    settings = load_settings(path, store_url="sqlite:///code.db")
+    assert settings.store_url == "sqlite:///code.db"
+    assert settings.service_name == "from-env"
+    assert settings.concurrency == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("w.toml", "this is = = not toml", "not valid TOML"),
+        ("w.yaml", "rules: [unclosed\n", "not valid YAML"),
+        ("w.yml", "a: b: c\n", "not valid YAML"),
+        ("w.json", '{"store_url": "sqlite:///x.db",}', "not valid JSON"),
+        ("w.yaml", "- metric: bias\n", "top level must be a table/mapping"),
+        ("w.json", '[["store_url", "sqlite:///x.db"]]', "top level must be a table/mapping"),
+        ("w.json", '"store_url"', "top level must be a table/mapping"),
+    ],
+)
+def test_broken_file_names_the_file(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_yaml_file_errors_name_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("receiver_port: many\nrules:\n  - metric: bias\n    colour: red\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert f"invalid worker configuration ({path})" in message
+    assert "receiver_port" in message
+    assert "rules.0.colour: unknown key" in message
+
+
+def test_missing_or_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot read config file .*no such file"):
+        load_settings(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match=r"cannot read config file .*not a file"):
+        load_settings(tmp_path)
+    path = tmp_path / "w.json"
+    path.write_bytes(b'{"store_url": "\xff"}')  # not UTF-8
+    with pytest.raises(ConfigError, match="not valid JSON"):
         load_settings(path)
 
 
@@ -135,7 +218,6 @@ def test_bad_metric_params_name_the_rule() -> None:
 def test_no_rules_is_an_error() -> None:
     with pytest.raises(ConfigError, match="no rules"):
         build_rules(load_settings(None), NO_JUDGE)
-
 
 
 def test_store_url_in_logs_hides_passwords_in_user_info_and_parameters() -> None:
