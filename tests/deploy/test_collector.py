@@ -1,6 +1,7 @@
 """Collector configurations checked structurally: every component a pipeline names is defined
 and of a type the contrib distribution ships, nothing defined is left unused, and the two worker
-modes route spans the way deploy/README.md describes (no loop back into the worker)."""
+modes route spans the way deploy/README.md describes (no loop back into the worker), and the
+worker's evaluation events (OTLP logs) the way to Loki."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ COLLECTOR = DEPLOY / "collector"
 CONFIGS = sorted(COLLECTOR.glob("*.yaml"))
 WORKER_EXPORTER = "otlphttp/spanjudge"
 BACKENDS = {"otlp/jaeger", "otlp/tempo"}
+LOG_BACKEND = "otlphttp/loki"
+WORKER_PORT = 4319  # where the worker sends its scores and events (OTEL_EXPORTER_OTLP_ENDPOINT)
 # component types used here, all in otelcol-contrib
 KNOWN_TYPES = {
     "receivers": {"otlp"},
@@ -72,13 +75,20 @@ def test_checker_finds_an_undefined_exporter() -> None:
     assert any("processor batch is not defined" in p for p in problems)
 
 
-def pipelines_from(config: dict[str, Any], port: int) -> list[dict[str, Any]]:
-    """The pipelines fed by the receiver listening on ``port``."""
-    receivers = {n for n, r in config["receivers"].items()
-                 if any(str(p.get("endpoint", "")).endswith(f":{port}")
-                        for p in r["protocols"].values())}
-    return [p for p in config["service"]["pipelines"].values()
-            if receivers & set(p["receivers"])]
+def pipelines_from(
+    config: dict[str, Any], port: int, signal: str = "traces"
+) -> list[dict[str, Any]]:
+    """The ``signal`` pipelines fed by the receiver listening on ``port``."""
+    receivers = {
+        n
+        for n, r in config["receivers"].items()
+        if any(str(p.get("endpoint", "")).endswith(f":{port}") for p in r["protocols"].values())
+    }
+    return [
+        p
+        for name, p in config["service"]["pipelines"].items()
+        if name.split("/", 1)[0] == signal and receivers & set(p["receivers"])
+    ]
 
 
 def test_child_span_mode_fans_out_and_scores_skip_the_worker() -> None:
@@ -95,6 +105,35 @@ def test_enrich_mode_puts_the_worker_in_front_of_the_backends() -> None:
     assert from_app["exporters"] == [WORKER_EXPORTER]  # backends only get enriched spans
     [from_worker] = pipelines_from(config, 4319)
     assert set(from_worker["exporters"]) == BACKENDS
+
+
+@pytest.mark.parametrize("name", ["child-span.yaml", "enrich.yaml"])
+def test_evaluation_events_and_app_logs_go_to_loki_in_both_modes(name: str) -> None:
+    config = load(COLLECTOR / name)
+    [events] = pipelines_from(config, WORKER_PORT, "logs")
+    assert events["exporters"] == [LOG_BACKEND]  # never back into the worker
+    assert "batch" in events["processors"]
+    [app_logs] = pipelines_from(config, 4318, "logs")
+    assert app_logs["exporters"] == [LOG_BACKEND]
+    loki = config["exporters"][LOG_BACKEND]
+    # Loki's native OTLP endpoint; otlphttp appends /v1/logs itself
+    assert loki["endpoint"] == "http://loki:3100/otlp"
+    assert loki["retry_on_failure"]["enabled"] is True
+    assert loki["sending_queue"]["queue_size"] > 0
+
+
+def test_k8s_snippet_sends_worker_events_to_a_log_backend() -> None:
+    config = load(COLLECTOR / "k8s-exporter-snippet.yaml")
+    [events] = pipelines_from(config, WORKER_PORT, "logs")
+    assert WORKER_EXPORTER not in events["exporters"]
+    assert all(config["exporters"][e]["endpoint"].endswith("/otlp") for e in events["exporters"])
+
+
+def test_checker_routing_sees_a_missing_logs_pipeline() -> None:
+    config = load(COLLECTOR / "child-span.yaml")
+    del config["service"]["pipelines"]["logs"]
+    assert pipelines_from(config, WORKER_PORT, "logs") == []
+    assert "exporters.otlphttp/loki: defined but in no pipeline" in structural_problems(config)
 
 
 @pytest.mark.parametrize("name", ["child-span.yaml", "enrich.yaml", "k8s-exporter-snippet.yaml"])
