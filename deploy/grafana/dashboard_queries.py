@@ -1,6 +1,7 @@
 """The queries and links of the spanjudge dashboard, as plain strings: PromQL over the series
 and labels of :mod:`spanjudge.exporters.metric_names`, TraceQL over the span attributes of
-:mod:`spanjudge.tracer.attributes`. ``generate.py`` beside this file puts them on panels.
+:mod:`spanjudge.tracer.attributes`, LogQL over the same attributes as Loki stores them on the
+``gen_ai.evaluation.result`` events. ``generate.py`` beside this file puts them on panels.
 
 Example::
 
@@ -11,13 +12,17 @@ Example::
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import quote
+
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from spanjudge.exporters import metric_names as mn
 from spanjudge.tracer import attributes as attr
 
 PROM_UID = "prometheus"
 TEMPO_UID = "tempo"
+LOKI_UID = "loki"
 RI = "$__rate_interval"
 RANGE = "$__range"
 LE = "le"  # Prometheus' bucket label of every histogram
@@ -167,3 +172,40 @@ JAEGER_SEARCHES = (
     ("faithfulness evaluations", jaeger_search_url({attr.GEN_AI_EVALUATION_NAME: "faithfulness"})),
     ("evaluations that ended in an error", jaeger_search_url({"error": "true"})),
 )
+
+
+# --- LogQL: the evaluation events in Loki --------------------------------------------------
+
+
+def stored(attribute: str) -> str:
+    """The name Loki gives an OTLP attribute: each character other than a letter, digit or ``_``
+    becomes ``_``. Log attributes become structured metadata under that name, the resource's
+    ``service.name`` the stream label ``service_name``.
+
+    >>> stored("gen_ai.evaluation.score.label")
+    'gen_ai_evaluation_score_label'
+    """
+    return re.sub(r"[^A-Za-z0-9_]", "_", attribute)
+
+
+RESULT_EVENT = attr.GEN_AI_EVALUATION_RESULT_EVENT
+SERVICE_LABEL = stored(SERVICE_NAME)
+EVENT_NAME = stored(attr.GEN_AI_EVALUATION_NAME)
+EVENT_LABEL = stored(attr.GEN_AI_EVALUATION_SCORE_LABEL)
+
+
+def failed_events_logql(service: str = "$eval_service", metric: str = "$metric") -> str:
+    """LogQL: failed evaluation events of ``metric`` from the worker ``service``, one line each
+    with score, rule and the judge's explanation."""
+    line = " ".join(
+        (
+            f"{{{{.{EVENT_NAME}}}}}",
+            f"{{{{.{stored(attr.GEN_AI_EVALUATION_SCORE_VALUE)}}}}}",
+            f"({{{{.{stored(attr.SPANJUDGE_EVAL_RULE)}}}}}):",
+            f"{{{{.{stored(attr.GEN_AI_EVALUATION_EXPLANATION)}}}}}",
+        )
+    )
+    return (
+        f'{{{SERVICE_LABEL}="{service}"}} | {EVENT_LABEL}="fail" | {EVENT_NAME}=~"{metric}" '
+        f"| line_format `{line}`"
+    )

@@ -22,11 +22,12 @@ from pathlib import Path
 import dashboard_queries as q
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, tempo, text
+from grafana_foundation_sdk.builders import heatmap, logs, loki, prometheus, stat, table, tempo
+from grafana_foundation_sdk.builders import text as textpanel
 from grafana_foundation_sdk.builders import timeseries as ts
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
-from grafana_foundation_sdk.models.common import BigValueColorMode
+from grafana_foundation_sdk.models.common import BigValueColorMode, LogsSortOrder
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.text import TextMode
 
@@ -35,6 +36,7 @@ from spanjudge.exporters import metric_names as mn
 OUTPUT = Path(__file__).resolve().parent / "dashboards" / "spanjudge.json"
 PROM = dm.DataSourceRef(type_val="prometheus", uid=q.PROM_UID)
 TEMPO = dm.DataSourceRef(type_val="tempo", uid=q.TEMPO_UID)
+LOKI = dm.DataSourceRef(type_val="loki", uid=q.LOKI_UID)
 # Grafana 11's dashboard schema; the SDK's model says 36, and Grafana would run its 37..39
 # migrations on every load
 SCHEMA_VERSION = 39
@@ -273,12 +275,35 @@ def traces(board: db.Dashboard) -> None:
         "See docs/seeing-scores.md."
     )
     board.with_panel(
-        text.Panel()
+        textpanel.Panel()
         .title("Search in Jaeger")
         .span(24)
         .height(5)
         .mode(TextMode.MARKDOWN)
         .content(content)
+    )
+
+
+def events(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Failing evaluations (events in Loki)"))
+    target = loki.Dataquery().ref_id("A").datasource(LOKI).expr(q.failed_events_logql())
+    about = (
+        f"The latest {q.RESULT_EVENT} events labelled fail, with the judge's "
+        "explanation. Open an event for its attributes; its trace_id links to the evaluated "
+        "trace in Tempo."
+    )
+    board.with_panel(
+        logs.Panel()
+        .title("Latest failing evaluations ($metric)")
+        .description(about)
+        .datasource(LOKI)
+        .span(24)
+        .height(10)
+        .with_target(target.max_lines(50))
+        .show_time(True)
+        .wrap_log_message(True)
+        .enable_log_details(True)
+        .sort_order(LogsSortOrder.DESCENDING)
     )
 
 
@@ -334,7 +359,7 @@ def build() -> dm.Dashboard:
         .link(link("Jaeger: failed evaluations", q.JAEGER_FAILED, new_tab=True))
     )
     variables(board)
-    for row in (scores, evaluations, spend_and_backlog, ingest, traces):
+    for row in (scores, evaluations, spend_and_backlog, ingest, traces, events):
         row(board)
     model = board.build()
     model.schema_version = SCHEMA_VERSION

@@ -29,7 +29,7 @@ def with_defaults(text: str) -> str:
 
 def compose_schema() -> dict[str, Any]:
     # The compose-spec JSON schema as vendored (and pinned by hash) in check-jsonschema.
-    text = (resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json")
+    text = resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json"
     return dict(json.loads(text.read_text(encoding="utf-8")))
 
 
@@ -56,11 +56,21 @@ def test_schema_rejects_a_misspelled_key(compose: dict[str, Any]) -> None:
 
 def test_the_whole_picture_is_there(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert {"collector", "worker", "jaeger", "tempo", "prometheus", "grafana", "postgres",
-            "demo"} <= set(services)
+    assert {
+        "collector",
+        "worker",
+        "jaeger",
+        "tempo",
+        "loki",
+        "prometheus",
+        "grafana",
+        "postgres",
+        "demo",
+    } <= set(services)
     assert services["demo"]["profiles"] == ["demo"]  # optional traffic
     assert services["collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
     assert services["jaeger"]["image"].startswith("jaegertracing/jaeger:2.")
+    assert services["loki"]["image"].startswith("grafana/loki:3.")  # native OTLP ingestion
 
 
 def test_images_are_pinned(compose: dict[str, Any]) -> None:
@@ -77,9 +87,9 @@ def test_stateful_services_have_volumes_and_probed_ones_health_checks(
     compose: dict[str, Any],
 ) -> None:
     services = compose["services"]
-    for name in ("postgres", "tempo", "prometheus", "grafana"):
+    for name in ("postgres", "tempo", "loki", "prometheus", "grafana"):
         assert any(":/" in v and not v.startswith(".") for v in services[name]["volumes"]), name
-    for name in ("postgres", "worker", "prometheus", "grafana"):
+    for name in ("postgres", "worker", "loki", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"], name
     # the worker starts after the database is healthy; the Collector after the worker
     assert services["worker"]["depends_on"]["postgres"]["condition"] == "service_healthy"
@@ -105,8 +115,9 @@ def test_no_secret_values_in_the_compose_file(compose: dict[str, Any]) -> None:
 def test_every_variable_is_documented_in_env_example() -> None:
     used = set(_VAR.findall(COMPOSE_FILE.read_text(encoding="utf-8")))
     example = (COMPOSE_DIR / ".env.example").read_text(encoding="utf-8")
-    documented = {line.split("=", 1)[0] for line in example.splitlines()
-                  if line and not line.startswith("#")}
+    documented = {
+        line.split("=", 1)[0] for line in example.splitlines() if line and not line.startswith("#")
+    }
     assert used - documented == set()
     assert re.search(r"^OPENAI_API_KEY=$", example, re.M)  # the example holds no key
 
@@ -140,9 +151,11 @@ def test_worker_sends_scores_to_a_collector_receiver_that_skips_the_worker(
     port = int(endpoint.rsplit(":", 1)[1])
     for mode in MODES:
         config = yaml.safe_load((DEPLOY / "collector" / f"{mode}.yaml").read_text())
-        receivers = [n for n, r in config["receivers"].items()
-                     if any(str(p.get("endpoint", "")).endswith(f":{port}")
-                            for p in r["protocols"].values())]
+        receivers = [
+            n
+            for n, r in config["receivers"].items()
+            if any(str(p.get("endpoint", "")).endswith(f":{port}") for p in r["protocols"].values())
+        ]
         assert len(receivers) == 1, mode
         for pipeline in config["service"]["pipelines"].values():
             if receivers[0] in pipeline["receivers"]:

@@ -115,7 +115,7 @@ def test_queries_use_provisioned_datasources(board: dict[str, Any]) -> None:
         for t in p["targets"]:
             ds = t["datasource"]
             assert uids[ds["uid"]] == ds["type"], p["title"]
-            key = "expr" if ds["type"] == "prometheus" else "query"
+            key = "expr" if ds["type"] in ("prometheus", "loki") else "query"
             assert t[key].strip(), p["title"]
             assert t["refId"]
 
@@ -133,10 +133,11 @@ def test_required_views_are_present(board: dict[str, Any]) -> None:
         "backlog",
         "lag",
         "low scores",
+        "latest failing evaluations",
     ):
         assert words in titles, words
     kinds = {p["type"] for p in all_panels(board)}
-    assert {"timeseries", "heatmap", "stat", "table", "row"} <= kinds
+    assert {"timeseries", "heatmap", "stat", "table", "row", "logs"} <= kinds
 
 
 def test_every_variable_used_is_declared(board: dict[str, Any]) -> None:
@@ -177,7 +178,7 @@ def test_the_generator_builds_with_the_foundation_sdk() -> None:
     model = generator().build()
     assert isinstance(model, Dashboard)
     panels = model.panels or []
-    assert sum(isinstance(p, RowPanel) for p in panels) == 6
+    assert sum(isinstance(p, RowPanel) for p in panels) == 7
     assert all(type(p).__module__.startswith("grafana_foundation_sdk.") for p in panels)
 
 
