@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 import yaml
 
 JOB = "target"
@@ -38,9 +39,10 @@ def prometheus_binary() -> str:
     """Path of the ``prometheus`` binary; fails (never skips) when it is not installed."""
     path = shutil.which("prometheus")
     if path is None:
-        raise RuntimeError(
-            "the prometheus binary is missing: apt-get install -y prometheus (see "
-            "/work/briefs/h8_ci_needs.md)"
+        pytest.fail(
+            "prometheus not found: run `bash scripts/test`, which installs Debian's prometheus"
+            " package",
+            pytrace=False,
         )
     return path
 

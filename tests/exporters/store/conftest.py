@@ -34,8 +34,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def _unreachable(exc: Exception) -> NoReturn:
     pytest.fail(
-        f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc}). Start it (.ci/run does)"
-        " or point SPANJUDGE_TEST_POSTGRES_URL at a server; these tests never skip.",
+        f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc}): run `bash scripts/test`, which"
+        " installs and starts it, or point SPANJUDGE_TEST_POSTGRES_URL at a server; these tests"
+        " never skip.",
         pytrace=False,
     )
 
