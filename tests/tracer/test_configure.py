@@ -199,3 +199,29 @@ def test_example_script_prints_the_captured_spans() -> None:
     ):
         assert name in result.stdout
     assert "gen_ai.usage.input_tokens = 42" in result.stdout
+
+
+def test_spans_carry_the_package_version_and_the_tracer_imports_nothing_above_it(
+    spans: Spans,
+) -> None:
+    import ast
+    import pathlib
+
+    @observe(kind="tool")
+    def lookup(order_id: str) -> str:
+        return order_id
+
+    lookup("o-1")
+    scope = spans.named("execute_tool lookup").instrumentation_scope
+    assert scope is not None
+    assert (scope.name, scope.version) == ("spanjudge", spanjudge.__version__)
+    # The layers run tracer < exporters < evaluators < spanjudge: the tracer reaches no higher.
+    upward = []
+    for path in pathlib.Path(ROOT, "tracer").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            upward += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "spanjudge"]
+    assert any("spanjudge.tracer.plan" in u for u in upward)  # the scan does see imports
+    assert [u for u in upward if not u.split(": ")[1].startswith("spanjudge.tracer")] == []
