@@ -118,7 +118,7 @@ def send_demo_traffic(worker_url: str, conversation_id: str) -> None:
     pointed at the worker's receiver."""
     code = (
         "import sys, spanjudge\n"
-        "from spanjudge import demo_app\n"
+        "from spanjudge._demo import app as demo_app\n"
         "demo_app.CONVERSATION_ID = sys.argv[2]\n"
         "tracing = spanjudge.configure(service_name='support-bot', otlp_endpoint=sys.argv[1])\n"
         "demo_app.run_traffic()\n"
