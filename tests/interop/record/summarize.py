@@ -126,7 +126,12 @@ def decode(folder: Path) -> Decoded:
                     scope = f"{sl.scope.name} {sl.scope.version}".strip()
                     for r in sl.log_records:
                         attrs = attrs_of(r.attributes)
-                        name = r.event_name or str(attrs.get("event.name", "(no event name)"))
+                        # Newer SDKs put the event name in the record's own field, older
+                        # ones in an ``event.name`` attribute: say which, readers need both.
+                        if r.event_name:
+                            name = f"{r.event_name} (event_name field)"
+                        else:
+                            name = f"{attrs.get('event.name', '(no event name)')} (attribute)"
                         out.logs.append(
                             LogRow(
                                 r.trace_id.hex(),
