@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from spanjudge.evaluators.judges import Judge, LiteLLMJudge, Usage
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import open_store
@@ -147,11 +147,10 @@ def run_monitor(
         [rule],
         store=store,
         emitter=emitter,
-        concurrency=concurrency,
-        settle_seconds=10,
-        retention_seconds=None,
-        batch_size=256,
         clock=lambda: NOW + 11,
+        config=MonitorConfig(
+            concurrency=concurrency, settle_seconds=10, retention_seconds=None, batch_size=256
+        ),
     )
     rss_before = rss_mb()
     started = time.perf_counter()

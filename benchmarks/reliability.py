@@ -139,7 +139,7 @@ def agent_records(n: int, arrival: float) -> list[Any]:
 def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opts: Any) -> Any:
     from spanjudge.evaluators.metrics import BiasMetric
     from spanjudge.evaluators.online import Rule
-    from spanjudge.evaluators.online.monitor import Monitor
+    from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 
     rule = Rule(
         BiasMetric(model=judge, include_reason=False),
@@ -150,7 +150,9 @@ def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opt
     opts.setdefault("settle_seconds", 0.5)
     opts.setdefault("lease_seconds", 5.0)
     opts.setdefault("retry_delay_seconds", 1.0)
-    return Monitor([rule], store=store, emitter=emitter, retention_seconds=None, **opts)
+    return Monitor(
+        [rule], store=store, emitter=emitter, **opts, config=MonitorConfig(retention_seconds=None)
+    )
 
 
 def otlp_emitter(url: str) -> Any:
@@ -367,7 +369,7 @@ def row_judge(name: str, fault: str, cases: int, tmp: Path) -> dict[str, Any]:
                 failed_ticks += 1
             ticks += 1
             stats = store.stats(now=time.time())
-            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results():
+            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results(outputs=["span"]):
                 break
             time.sleep(0.2)
         mon.close()
@@ -789,7 +791,7 @@ def app_row(
         while time.monotonic() - started < catch_up_seconds:
             expected = stored_agent_targets(path, sample_rate)
             done = {r.target_id for r in eval_store.results(limit=10**7)}
-            if expected <= done and not eval_store.unemitted_results():
+            if expected <= done and not eval_store.unemitted_results(outputs=["span"]):
                 caught_up_at = time.monotonic() - started
                 break
             time.sleep(0.5)
@@ -875,7 +877,7 @@ def role_evaluator(args: argparse.Namespace) -> None:
         reemitted += report.reemitted
         if args.finish:
             stats = store.stats(now=time.time())
-            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results():
+            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results(outputs=["span"]):
                 break
         time.sleep(0.1)
     mon.close()

@@ -1,180 +1,162 @@
-"""The score emitter: turns an :class:`EvaluationRecord` into an evaluation span in the evaluated
-trace and ships it over OTLP, without ever blocking or failing the caller.
+"""The score emitter: ships each evaluation result in the forms ``outputs`` names, without ever
+blocking or failing the caller.
 
-The evaluation span follows the design's score model: child of the evaluated span, named
-``evaluation {metric}``, with a span id derived from (rule, target) so a re-emitted result is the
-same span, the semconv ``gen_ai.evaluation.*`` attributes plus the project's
-``spanjudge.evaluation.*`` ones, and a ``gen_ai.evaluation.result`` event with the same fields.
+Outputs (see :mod:`spanjudge.exporters.evaluation_result` for what each carries):
+
+* ``"span"``: the evaluation span, child of the evaluated span, over an OTLP span exporter;
+* ``"event"``: the semconv ``gen_ai.evaluation.result`` log record on the evaluated span, over
+  an OTLP log exporter (``/v1/logs``).
+
+Each output has its own bounded queue and writer thread (a
+:class:`~spanjudge.exporters.batch.BatchWorker`), so a dead logs backend never delays the spans,
+and each confirms separately: :meth:`ScoreEmitter.take_confirmed` hands back ``(key, output)``
+once that output's exporter accepted the item, which is when the caller may mark it delivered.
 
 Example::
 
-    emitter = ScoreEmitter()  # OTLPSpanExporter configured from OTEL_* env
-    emitter.emit(record)      # returns at once
-    emitter.force_flush()
+    emitter = ScoreEmitter()             # OTLP/HTTP span and log exporters from OTEL_* env
+    emitter.emit(record, key=42)         # returns at once
+    emitter.force_flush(5)
+    emitter.take_confirmed()             # [(42, "span"), (42, "event")]
     emitter.shutdown()
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import threading
 import time
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
-from opentelemetry.trace.status import Status, StatusCode
 
+from spanjudge.exporters.batch import QUEUE_FULL, SHUTDOWN, BatchWorker
+from spanjudge.exporters.evaluation_result import (
+    MISSING_FIELD,
+    default_resource,
+    evaluation_event,
+    evaluation_span,
+)
 from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+
     from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.emitter")
 
-DEFAULT_SERVICE_NAME = "spanjudge"
-# Verdict JSON is bounded so one chatty judge cannot blow the backend's attribute limits.
-MAX_VERDICTS_CHARS = 8192
-MISSING_FIELD = "missing_field"
+Output = Literal["span", "event"]
+OUTPUTS: tuple[Output, ...] = get_args(Output)
 
-# Drop reasons (the ``reason`` label of the emitter's dropped counter).
-DROP_QUEUE_FULL = "queue_full"
+# Drop reasons (the ``reason`` label of the emitter's dropped counter; ``output`` says which).
+DROP_QUEUE_FULL = QUEUE_FULL
 DROP_INVALID = "invalid_record"
 DROP_EXPORT_FAILED = "export_failed"
-DROP_SHUTDOWN = "shutdown"
+DROP_SHUTDOWN = SHUTDOWN
 DROP_REASONS: tuple[str, ...] = (DROP_QUEUE_FULL, DROP_INVALID, DROP_EXPORT_FAILED, DROP_SHUTDOWN)
+
+__all__ = [
+    "DROP_REASONS",
+    "MISSING_FIELD",
+    "OUTPUTS",
+    "Emitter",
+    "Output",
+    "ScoreEmitter",
+    "check_outputs",
+]
 
 _BATCH = 512
 _FLUSH_INTERVAL = 0.5
 
 
-def _ns(seconds: float | None) -> int | None:
-    return int(seconds * 1e9) if seconds is not None else None
+class Emitter(Protocol):
+    """What the evaluation loop needs of an emitter (the score emitter, or enrich mode's)."""
+
+    outputs: tuple[Output, ...]
+
+    def emit(
+        self, record: EvaluationRecord, key: Any = None, *, outputs: Collection[str] | None = None
+    ) -> None: ...
+
+    def take_confirmed(self) -> list[tuple[Any, str]]: ...
+
+    def force_flush(
+        self, timeout_seconds: float = 10, *, outputs: Collection[str] | None = None
+    ) -> bool: ...
+
+    def shutdown(self, timeout_seconds: float = 10) -> None: ...
 
 
-def _verdicts_json(verdicts: list[dict[str, Any]]) -> str:
-    text = json.dumps(verdicts, ensure_ascii=False, default=str)
-    if len(text) > MAX_VERDICTS_CHARS:
-        dropped = len(text) - MAX_VERDICTS_CHARS
-        text = text[:MAX_VERDICTS_CHARS] + attrs.TRUNCATION_MARKER.format(dropped=dropped)
-    return text
+def check_outputs(outputs: Collection[str]) -> tuple[Output, ...]:
+    """``outputs`` validated and de-duplicated in canonical order; a clear error otherwise."""
+    if isinstance(outputs, str):
+        raise ValueError(f"outputs must be a list such as ['span', 'event'], got {outputs!r}")
+    unknown = sorted(set(outputs) - set(OUTPUTS))
+    if unknown:
+        raise ValueError(f"unknown output(s) {unknown}; known: {', '.join(OUTPUTS)}")
+    if not outputs:
+        raise ValueError("outputs must name at least one of: " + ", ".join(OUTPUTS))
+    return tuple(o for o in OUTPUTS if o in outputs)
 
 
-def evaluation_fields(record: EvaluationRecord) -> dict[str, Any]:
-    """The semconv ``gen_ai.evaluation.*`` fields (+ ``error.type``) shared by span and event.
+class _Channel:
+    """One output: builds its item from a record and exports batches of them."""
 
-    Score value and label appear only for ``status == "scored"``: an error is never a 0 or 1.
-    """
-    fields: dict[str, Any] = {attrs.GEN_AI_EVALUATION_NAME: record.metric}
-    if record.status == "scored":
-        if record.score is not None:
-            fields[attrs.GEN_AI_EVALUATION_SCORE_VALUE] = float(record.score)
-        if record.label:
-            fields[attrs.GEN_AI_EVALUATION_SCORE_LABEL] = record.label
-    else:
-        # semconv's fallback value is "_OTHER"; a skip is a case that lacked a field.
-        fallback = MISSING_FIELD if record.status == "skipped" else "_OTHER"
-        fields[attrs.ERROR_TYPE] = record.error_type or fallback
-    if record.reason:
-        fields[attrs.GEN_AI_EVALUATION_EXPLANATION] = record.reason
-    return fields
+    def __init__(
+        self,
+        output: Output,
+        build: Callable[[EvaluationRecord], Any],
+        export: Callable[[list[Any]], bool],
+        *,
+        max_queue: int,
+        on_dropped: Callable[[str, int], None],
+        on_confirmed: Callable[[list[Any]], None],
+    ) -> None:
+        self.output = output
+        self.build = build
+        self._export = export
+        self._on_confirmed = on_confirmed
+        self.exported = 0
+        self.worker: BatchWorker[tuple[Any, Any]] = BatchWorker(
+            self._handle,
+            name=f"spanjudge-emitter-{output}",
+            max_queue=max_queue,
+            batch_size=_BATCH,
+            flush_interval_seconds=_FLUSH_INTERVAL,
+            on_dropped=on_dropped,
+        )
 
-
-def evaluation_attributes(record: EvaluationRecord) -> dict[str, Any]:
-    """All attributes of the evaluation span (semconv fields + ``spanjudge.evaluation.*``)."""
-    out = evaluation_fields(record)
-    out[attrs.SPANJUDGE_EVAL_RULE] = record.rule
-    out[attrs.SPANJUDGE_EVAL_TARGET] = record.target_type
-    out[attrs.SPANJUDGE_EVAL_TARGET_ID] = record.target_id
-    out[attrs.SPANJUDGE_EVAL_STRICT_MODE] = bool(record.strict_mode)
-    if record.threshold is not None:
-        out[attrs.SPANJUDGE_EVAL_THRESHOLD] = float(record.threshold)
-    if record.status == "scored" and record.success is not None:
-        out[attrs.SPANJUDGE_EVAL_SUCCESS] = bool(record.success)
-    if record.judge_model:
-        out[attrs.SPANJUDGE_EVAL_JUDGE_MODEL] = record.judge_model
-    if record.input_tokens or record.output_tokens:
-        out[attrs.SPANJUDGE_EVAL_INPUT_TOKENS] = int(record.input_tokens)
-        out[attrs.SPANJUDGE_EVAL_OUTPUT_TOKENS] = int(record.output_tokens)
-    if record.cost is not None:
-        out[attrs.SPANJUDGE_EVAL_COST] = float(record.cost)
-    if record.verdicts:
-        out[attrs.SPANJUDGE_EVAL_VERDICTS] = _verdicts_json(record.verdicts)
-    if record.sample_rate is not None:
-        out[attrs.SPANJUDGE_EVAL_SAMPLE_RATE] = float(record.sample_rate)
-    if record.status == "skipped" and record.skip_reason:
-        out[attrs.SPANJUDGE_EVAL_SKIP_REASON] = record.skip_reason
-    return out
-
-
-@functools.cache
-def _default_resource() -> Resource:
-    # Resource.create runs the resource detectors (milliseconds): do it once per process.
-    return Resource.create({SERVICE_NAME: DEFAULT_SERVICE_NAME})
-
-
-def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) -> ReadableSpan:
-    """Build the evaluation span of ``record`` (pure: no I/O, no global state).
-
-    Raises ``ValueError`` when the record has no (valid) trace id.
-
-    Example::
-
-        span = evaluation_span(record, Resource.create({"service.name": "spanjudge"}))
-        assert span.context.span_id == int(record.evaluation_span_id, 16)
-    """
-    if not record.trace_id:
-        raise ValueError("evaluation record without a trace id")
-    trace_id = int(record.trace_id, 16)
-    if not trace_id:
-        raise ValueError("evaluation record with an all-zero trace id")
-    flags = TraceFlags(TraceFlags.SAMPLED)
-    context = SpanContext(trace_id, int(record.evaluation_span_id, 16), False, flags)
-    parent = SpanContext(trace_id, int(record.span_id, 16), True, flags) if record.span_id else None
-    now = time.time()
-    start = _ns(record.started_at if record.started_at is not None else record.finished_at or now)
-    end = _ns(record.finished_at) if record.finished_at is not None else start
-    assert start is not None and end is not None
-    end = max(end, start)
-    fields = evaluation_fields(record)
-    status = (
-        Status(StatusCode.ERROR, record.error_message or record.error_type or None)
-        if record.status == "error"
-        else Status(StatusCode.UNSET)
-    )
-    return ReadableSpan(
-        name=f"evaluation {record.metric}",
-        context=context,
-        parent=parent,
-        resource=resource or _default_resource(),
-        attributes=evaluation_attributes(record),
-        events=[Event(attrs.GEN_AI_EVALUATION_RESULT_EVENT, fields, timestamp=end)],
-        kind=SpanKind.INTERNAL,
-        status=status,
-        start_time=start,
-        end_time=end,
-        instrumentation_scope=InstrumentationScope(attrs.TRACER_NAME),
-    )
+    def _handle(self, batch: list[tuple[Any, Any]]) -> None:
+        try:
+            ok = self._export([item for item, _ in batch])
+        except Exception:
+            logger.warning("%s export raised", self.output, exc_info=True)
+            ok = False
+        if not ok:
+            self.worker.drop(DROP_EXPORT_FAILED, len(batch))
+            return
+        self.exported += len(batch)
+        self._on_confirmed([(key, self.output) for _, key in batch if key is not None])
 
 
 class ScoreEmitter:
-    """Exports evaluation spans from a background thread through a bounded queue.
+    """Exports evaluation results as spans and/or events from background threads.
 
-    ``emit()`` never blocks on I/O and never raises; when the queue holds ``max_queue`` spans,
-    new ones are dropped and counted (``dropped`` by reason, and the telemetry counter if given).
-    The emitter counts only its own drops; the evaluation loop records the evaluation metrics
-    (``Telemetry.record_evaluation``) once per result, so a re-emitted span is not counted twice.
+    ``emit()`` never blocks on I/O and never raises; when an output's queue holds ``max_queue``
+    items, new ones are dropped and counted (``dropped`` by output and reason, and the telemetry
+    counter if given). The emitter counts only its own drops; the evaluation loop records the
+    evaluation metrics (``Telemetry.record_evaluation``) once per result.
+
+    ``outputs`` defaults to the outputs whose exporter is given, or both when none is. An
+    output without an exporter gets an OTLP/HTTP one configured from the standard
+    ``OTEL_EXPORTER_OTLP_*`` variables (``..._TRACES_*`` for spans, ``..._LOGS_*`` for events).
 
     Example::
 
-        emitter = ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=url))
+        emitter = ScoreEmitter(outputs=["event"], log_exporter=OTLPLogExporter(endpoint=url))
         emitter.emit(record)
         assert emitter.force_flush(5)
     """
@@ -182,141 +164,178 @@ class ScoreEmitter:
     def __init__(
         self,
         *,
+        outputs: Collection[str] | None = None,
         span_exporter: SpanExporter | None = None,
+        log_exporter: LogRecordExporter | None = None,
         resource: Resource | None = None,
         telemetry: Telemetry | None = None,
         max_queue: int = 2048,
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be positive")
-        if span_exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            span_exporter = OTLPSpanExporter()
-        self.span_exporter = span_exporter
-        self.resource = resource or _default_resource()
+        if outputs is None:
+            # exporters given by the caller name the outputs; none given: both, over OTLP
+            given = [o for o, e in (("span", span_exporter), ("event", log_exporter)) if e]
+            outputs = given or OUTPUTS
+        self.outputs = check_outputs(outputs)
+        self.resource = resource or default_resource()
         self.telemetry = telemetry
         self.max_queue = max_queue
-        self._queue: deque[tuple[ReadableSpan, Any]] = deque()
-        self._confirmed: list[Any] = []
-        self._cond = threading.Condition(threading.Lock())
-        self._in_flight = 0
-        self._flush_requested = False
-        self._shutdown = False
-        self._exported = 0
-        self._dropped: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._run, name="spanjudge-emitter", daemon=True)
-        self._thread.start()
+        self._confirmed: list[tuple[Any, str]] = []
+        self._lock = threading.Lock()
+        self.span_exporter: SpanExporter | None = None
+        self.log_exporter: LogRecordExporter | None = None
+        self._channels: dict[str, _Channel] = {}
+        if "span" in self.outputs:
+            if span_exporter is None:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
 
+                span_exporter = OTLPSpanExporter()
+            self.span_exporter = span_exporter
+            self._add_channel("span", self._span, self._export_spans)
+        if "event" in self.outputs:
+            if log_exporter is None:
+                from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+                log_exporter = OTLPLogExporter()
+            self.log_exporter = log_exporter
+            self._add_channel("event", self._event, self._export_events)
+
+    def _add_channel(
+        self,
+        output: Output,
+        build: Callable[[EvaluationRecord], Any],
+        export: Callable[[list[Any]], bool],
+    ) -> None:
+        def on_dropped(reason: str, count: int) -> None:
+            if self.telemetry is not None:
+                self.telemetry.record_emitter_dropped(reason, count, output=output)
+
+        self._channels[output] = _Channel(
+            output,
+            build,
+            export,
+            max_queue=self.max_queue,
+            on_dropped=on_dropped,
+            on_confirmed=self._add_confirmed,
+        )
+
+    # ---------------------------------------------------------------- builders and exports
+    def _span(self, record: EvaluationRecord) -> Any:
+        return evaluation_span(record, self.resource)
+
+    def _event(self, record: EvaluationRecord) -> Any:
+        return evaluation_event(record, self.resource)
+
+    def _export_spans(self, spans: list[Any]) -> bool:
+        assert self.span_exporter is not None
+        return self.span_exporter.export(spans) is SpanExportResult.SUCCESS
+
+    def _export_events(self, events: list[Any]) -> bool:
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+        assert self.log_exporter is not None
+        return self.log_exporter.export(events) is LogRecordExportResult.SUCCESS
+
+    def _add_confirmed(self, confirmed: list[tuple[Any, str]]) -> None:
+        with self._lock:
+            self._confirmed.extend(confirmed)
+
+    # ---------------------------------------------------------------- counters
     @property
     def exported(self) -> int:
-        """Evaluation spans the exporter accepted."""
-        return self._exported
+        """Evaluation spans the span exporter accepted (0 without the span output)."""
+        channel = self._channels.get("span")
+        return channel.exported if channel else 0
+
+    @property
+    def exported_events(self) -> int:
+        """Evaluation events the log exporter accepted (0 without the event output)."""
+        channel = self._channels.get("event")
+        return channel.exported if channel else 0
 
     @property
     def dropped(self) -> dict[str, int]:
-        """Dropped evaluation spans by reason (copy)."""
-        with self._cond:
-            return dict(self._dropped)
+        """Dropped items by reason, all outputs together (a copy)."""
+        total: dict[str, int] = {}
+        for channel in self._channels.values():
+            for reason, n in channel.worker.dropped.items():
+                total[reason] = total.get(reason, 0) + n
+        return total
+
+    def dropped_by_output(self) -> dict[str, dict[str, int]]:
+        """Dropped items per output, by reason."""
+        return {name: channel.worker.dropped for name, channel in self._channels.items()}
 
     @property
     def dropped_total(self) -> int:
         return sum(self.dropped.values())
 
-    def _drop(self, reason: str, count: int = 1) -> None:
-        # Called with or without the lock held by callers; keep it lock-free on telemetry.
-        self._dropped[reason] = self._dropped.get(reason, 0) + count
-        if self.telemetry is not None:
+    # ---------------------------------------------------------------- the interface
+    def emit(
+        self, record: EvaluationRecord, key: Any = None, *, outputs: Collection[str] | None = None
+    ) -> None:
+        """Queue ``record`` for every output (or only ``outputs``, e.g. those a re-emission
+        still owes); returns at once, never raises.
+
+        ``key`` (e.g. a job id) comes back from :meth:`take_confirmed` with the output's name
+        once that output's exporter accepted the item; a dropped or failed item never confirms.
+        """
+        for name, channel in self._channels.items():
+            if outputs is not None and name not in outputs:
+                continue
             try:
-                self.telemetry.record_emitter_dropped(reason, count)
-            except Exception:  # telemetry must never break emission
-                logger.debug("telemetry failed", exc_info=True)
-
-    def emit(self, record: EvaluationRecord, key: Any = None) -> None:
-        """Queue the evaluation span of ``record``; returns at once, never raises.
-
-        ``key`` (e.g. a job id) is handed back by :meth:`take_confirmed` once the exporter
-        accepted the span; a span that was dropped or failed never confirms its key."""
-        try:
-            span = evaluation_span(record, self.resource)
-        except Exception:
-            logger.warning(
-                "evaluation record %s/%s has no usable trace id; not emitted",
-                getattr(record, "rule", "?"),
-                getattr(record, "target_id", "?"),
-            )
-            with self._cond:
-                self._drop(DROP_INVALID)
-            return
-        with self._cond:
-            if self._shutdown:
-                self._drop(DROP_SHUTDOWN)
-                return
-            if len(self._queue) >= self.max_queue:
-                self._drop(DROP_QUEUE_FULL)
-                return
-            self._queue.append((span, key))
-            if len(self._queue) >= _BATCH:
-                self._cond.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._shutdown and not self._flush_requested:
-                    self._cond.wait(_FLUSH_INTERVAL)
-                if not self._queue:
-                    self._flush_requested = False
-                    self._cond.notify_all()
-                    if self._shutdown:
-                        return
-                    continue
-                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
-                self._in_flight = len(batch)
-            try:
-                result = self.span_exporter.export([span for span, _ in batch])
+                item = channel.build(record)
             except Exception:
-                logger.warning("score export raised", exc_info=True)
-                result = SpanExportResult.FAILURE
-            with self._cond:
-                if result is SpanExportResult.SUCCESS:
-                    self._exported += len(batch)
-                    self._confirmed.extend(key for _, key in batch if key is not None)
-                else:
-                    self._drop(DROP_EXPORT_FAILED, len(batch))
-                self._in_flight = 0
-                self._cond.notify_all()
+                logger.warning(
+                    "evaluation record %s/%s has no usable trace id; no %s emitted",
+                    getattr(record, "rule", "?"),
+                    getattr(record, "target_id", "?"),
+                    name,
+                )
+                channel.worker.drop(DROP_INVALID)
+                continue
+            channel.worker.put([(item, key)])
 
-    def take_confirmed(self) -> list[Any]:
-        """Keys of spans the exporter accepted since the last call (each handed back once)."""
-        with self._cond:
+    def take_confirmed(self) -> list[tuple[Any, str]]:
+        """``(key, output)`` pairs the exporters accepted since the last call (each once)."""
+        with self._lock:
             confirmed, self._confirmed = self._confirmed, []
         return confirmed
 
-    def force_flush(self, timeout_seconds: float = 10) -> bool:
-        """Wait until every queued span was exported (or dropped); False on timeout."""
+    def force_flush(
+        self, timeout_seconds: float = 10, *, outputs: Collection[str] | None = None
+    ) -> bool:
+        """Wait until every queued item of every output (or of ``outputs``) was exported or
+        dropped; False when ``timeout_seconds`` ran out first. The outputs drain side by side."""
         deadline = time.monotonic() + timeout_seconds
-        with self._cond:
-            self._flush_requested = True
-            self._cond.notify_all()
-            while self._queue or self._in_flight:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._thread.is_alive():
-                    return False
-                self._cond.wait(remaining)
-        return True
+        ok = True
+        for name, channel in self._channels.items():
+            if outputs is not None and name not in outputs:
+                continue
+            remaining = max(0.0, deadline - time.monotonic())
+            ok = channel.worker.force_flush(remaining) and ok
+        return ok
 
     def shutdown(self, timeout_seconds: float = 10) -> None:
-        """Flush what is queued (bounded by ``timeout_seconds``), then shut the exporter down."""
+        """Flush what is queued (bounded by ``timeout_seconds``), then shut the exporters down."""
         self.force_flush(timeout_seconds)
-        with self._cond:
-            self._shutdown = True
-            leftover = len(self._queue)
-            self._queue.clear()
-            if leftover:
-                self._drop(DROP_SHUTDOWN, leftover)
-            self._cond.notify_all()
-        try:
-            self.span_exporter.shutdown()
-        except Exception:
-            logger.debug("span exporter shutdown failed", exc_info=True)
-        self._thread.join(timeout=1.0)
+        for channel in self._channels.values():
+            channel.worker.shutdown(0)
+        for exporter in (self.span_exporter, self.log_exporter):
+            if exporter is None:
+                continue
+            try:
+                exporter.shutdown()
+            except Exception:
+                logger.debug("exporter shutdown failed", exc_info=True)
+
+
+def confirmed_by_output(confirmed: Sequence[tuple[Any, str]]) -> dict[str, list[Any]]:
+    """Group ``take_confirmed()`` pairs by output: ``{"span": [keys], "event": [keys]}``."""
+    grouped: dict[str, list[Any]] = {}
+    for key, output in confirmed:
+        grouped.setdefault(output, []).append(key)
+    return grouped

@@ -16,7 +16,7 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_sampler_skipped_total                     counter    rule, reason
     spanjudge_exporter_dropped_spans_total              counter    reason
     spanjudge_exporter_written_spans_total              counter    (none)
-    spanjudge_emitter_dropped_spans_total               counter    reason
+    spanjudge_emitter_dropped_spans_total               counter    reason, output
     spanjudge_receiver_requests_total                   counter    code, encoding
     spanjudge_receiver_spans_total                      counter    encoding
     spanjudge_enrich_forwarded_spans_total              counter    held
@@ -53,8 +53,9 @@ SAMPLER_SKIPPED: Final = "spanjudge.sampler.skipped"
 # Counter of spans the store exporter dropped, labels: reason (queue_full|store_error)
 EXPORTER_DROPPED: Final = "spanjudge.exporter.dropped_spans"
 EXPORTER_WRITTEN: Final = "spanjudge.exporter.written_spans"
-# Counter of evaluation spans the score emitter dropped, labels: reason
-# (queue_full|export_failed|invalid_record|shutdown)
+# Counter of evaluation results the score emitter dropped, labels: reason
+# (queue_full|export_failed|invalid_record|shutdown) and output (span|event: the evaluation span
+# or the gen_ai.evaluation.result log event; the name predates the event output)
 EMITTER_DROPPED: Final = "spanjudge.emitter.dropped_spans"
 # Receiver counters, labels: code (HTTP status) / encoding
 RECEIVER_REQUESTS: Final = "spanjudge.receiver.requests"
@@ -67,6 +68,7 @@ ENRICH_FORWARD_FAILED: Final = "spanjudge.enrich.forward_failed_spans"
 # label keys
 L_METRIC: Final = "metric"
 L_LABEL: Final = "label"
+L_OUTPUT: Final = "output"
 L_SERVICE: Final = "service"
 L_RULE: Final = "rule"
 L_MODEL: Final = "model"

@@ -100,6 +100,8 @@ class EvaluationRecord:
     verdicts: list[dict[str, Any]] | None = None
     sample_rate: float | None = None
     service_name: str | None = None
+    # gen_ai.response.id of the evaluated span, when it has one (the event carries it)
+    response_id: str | None = None
     target_end_unix_nano: int | None = None
     started_at: float | None = None  # Unix seconds
     finished_at: float | None = None

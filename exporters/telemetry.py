@@ -126,8 +126,9 @@ class Telemetry:
             self.exporter_written.add(0, {})
             for reason in store_exporter.DROP_REASONS:
                 self.exporter_dropped.add(0, {names.L_REASON: reason})
-            for reason in emitter.DROP_REASONS:
-                self.emitter_dropped.add(0, {names.L_REASON: reason})
+            for output in emitter.OUTPUTS:
+                for reason in emitter.DROP_REASONS:
+                    self.emitter_dropped.add(0, {names.L_REASON: reason, names.L_OUTPUT: output})
             for rule in rules:
                 for reason in SKIP_REASONS:
                     self.skipped.add(0, {names.L_RULE: rule, names.L_REASON: reason})
@@ -205,8 +206,9 @@ class Telemetry:
         """Hook for ``StoreSpanExporter(on_dropped=telemetry.record_exporter_dropped)``."""
         self._add(self.exporter_dropped, count, {names.L_REASON: reason})
 
-    def record_emitter_dropped(self, reason: str, count: int = 1) -> None:
-        self._add(self.emitter_dropped, count, {names.L_REASON: reason})
+    def record_emitter_dropped(self, reason: str, count: int = 1, *, output: str = "span") -> None:
+        """Evaluation results the score emitter dropped, by reason and output (span|event)."""
+        self._add(self.emitter_dropped, count, {names.L_REASON: reason, names.L_OUTPUT: output})
 
     def record_receiver_request(self, code: int, encoding: str, spans: int = 0) -> None:
         """One OTLP/HTTP request answered with ``code``; ``spans`` accepted from it."""

@@ -176,7 +176,7 @@ class Worker:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from prometheus_client import CollectorRegistry
 
-        from spanjudge.evaluators.online.monitor import Monitor
+        from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
         from spanjudge.exporters.emitter import ScoreEmitter
         from spanjudge.exporters.receiver import create_receiver_app
         from spanjudge.exporters.store import open_store
@@ -230,18 +230,20 @@ class Worker:
             if self.enricher is None
             else self.enricher.emitter_for_conversations(self.emitter),
             telemetry=self.telemetry,
-            interval_seconds=settings.interval_seconds,
-            settle_seconds=settings.settle_seconds,
-            idle_seconds=settings.idle_seconds,
-            concurrency=settings.concurrency,
-            # claim only what runs now: a worker that leased a large batch would keep it from
-            # idle workers until it got through it (3 workers used to scale like 2)
-            batch_size=settings.concurrency,
-            lease_seconds=settings.lease_seconds,
-            max_attempts=settings.max_attempts,
-            retention_seconds=settings.retention_seconds,
             clock=clock,
             after_tick=self.enricher.release if self.enricher is not None else None,
+            config=MonitorConfig(
+                interval_seconds=settings.interval_seconds,
+                settle_seconds=settings.settle_seconds,
+                idle_seconds=settings.idle_seconds,
+                concurrency=settings.concurrency,
+                # claim only what runs now: a worker that leased a large batch would keep it
+                # from idle workers until it got through it (3 workers used to scale like 2)
+                batch_size=settings.concurrency,
+                lease_seconds=settings.lease_seconds,
+                max_attempts=settings.max_attempts,
+                retention_seconds=settings.retention_seconds,
+            ),
         )
         self.gate = IngestGate(
             self.store,

@@ -22,7 +22,6 @@ import json
 import random
 import re
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
@@ -30,6 +29,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
@@ -194,44 +201,45 @@ class Judge(ABC):
     ) -> tuple[str, Usage]: ...
 
     # -- backoff -------------------------------------------------------------------------
-    def _delay(self, error: JudgeError, attempt: int) -> float:
-        if error.retry_after is not None:
+    def _retry_policy(self) -> dict[str, Any]:
+        """tenacity settings shared by the sync and async sends: retry what the transport
+        calls retryable (429, 5xx, timeouts, connection errors), ``max_retries`` times."""
+        return {
+            "stop": stop_after_attempt(self.max_retries + 1),
+            "retry": retry_if_exception(lambda exc: isinstance(exc, JudgeError) and exc.retryable),
+            "wait": self._wait,
+            "reraise": True,
+        }
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, JudgeError) and error.retry_after is not None:
             return float(min(max(error.retry_after, 0.0), self.max_backoff))
-        exp = self.backoff_base * (2 ** (attempt - 1))
-        return float(min(self.max_backoff, exp) * (0.5 + random.random() / 2))
+        exp = wait_exponential(multiplier=self.backoff_base, max=self.max_backoff)(state)
+        return float(exp * (0.5 + random.random() / 2))  # equal jitter: no retry stampede
 
     def _count(self, usage: Usage) -> None:
         with self._usage_lock:
             self.usage = self.usage + usage
 
     def _send(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
-        attempt = 0
-        while True:
-            attempt += 1
-            self.attempts += 1
-            try:
+        for attempt in Retrying(**self._retry_policy()):
+            with attempt:
+                self.attempts += 1
                 with self._slots:
                     return self._complete(messages, schema)
-            except JudgeError as exc:
-                if not exc.retryable or attempt > self.max_retries:
-                    raise
-                time.sleep(self._delay(exc, attempt))
+        raise AssertionError("unreachable: tenacity re-raises the last error")
 
     async def _a_send(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
-        attempt = 0
-        while True:
-            attempt += 1
-            self.attempts += 1
-            try:
+        async for attempt in AsyncRetrying(**self._retry_policy()):
+            with attempt:
+                self.attempts += 1
                 await self._slots.a_acquire()
                 try:
                     return await self._a_complete(messages, schema)
                 finally:
                     self._slots.release()
-            except JudgeError as exc:
-                if not exc.retryable or attempt > self.max_retries:
-                    raise
-                await asyncio.sleep(self._delay(exc, attempt))
+        raise AssertionError("unreachable: tenacity re-raises the last error")
 
     # -- repair or retry -----------------------------------------------------------------
     def _first_messages(self, prompt: str, schema: type[BaseModel]) -> Messages:

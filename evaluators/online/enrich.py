@@ -11,9 +11,9 @@ How a span travels:
 2. After each monitor tick (:meth:`Enricher.release`), held spans whose evaluations are over
    (the trace was planned and no span-level job of theirs is open) become due.
 3. A forwarder thread claims due entries under a lease, attaches
-   :func:`~spanjudge.exporters.enrich.score_attributes` of the span's results, sends the batch to
-   the backend, and marks the entries forwarded only once the exporter says it took them. A
-   failed export leaves them in the outbox, due again after a backoff.
+   :func:`~spanjudge.exporters.evaluation_result.score_attributes` of the span's results,
+   sends the batch to the backend, and marks the entries forwarded only once the exporter says
+   it took them. A failed export leaves them in the outbox, due again after a backoff.
 
 Nothing is lost or sent twice across a restart mid-hold: the outbox is in the store, an entry
 is written once per span even when a client re-delivers it, and it is marked forwarded after
@@ -31,21 +31,24 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from tenacity import wait_exponential
 
+from spanjudge.evaluators.backoff import delay_after
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.sampler import is_sampled
 from spanjudge.evaluators.online.targets import span_kind
-from spanjudge.exporters.enrich import score_attributes
-from spanjudge.exporters.forward import to_readable_span
+from spanjudge.exporters.convert import to_readable_span
+from spanjudge.exporters.evaluation_result import score_attributes
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store.base import OutboxEntry, SpanStore
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
+    from spanjudge.exporters.emitter import Emitter
     from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.enrich")
@@ -98,6 +101,7 @@ class Enricher:
         self.retry_seconds = retry_seconds
         self.max_retry_seconds = max_retry_seconds
         self.poll_seconds = poll_seconds
+        self._backoff = wait_exponential(multiplier=retry_seconds, max=max_retry_seconds)
         self.owner = owner or uuid.uuid4().hex[:12]
         self.forwarded = 0  # spans the backend took
         self.forwarded_held = 0  # of which held for their scores
@@ -203,7 +207,7 @@ class Enricher:
                 self.telemetry.record_enrich_forwarded(len(ids) - held, held=False)
         else:
             attempts = max(item.attempts for item in claim.items)
-            delay = min(self.retry_seconds * 2 ** max(attempts - 1, 0), self.max_retry_seconds)
+            delay = delay_after(self._backoff, attempts)
             self.store.retry_outbox(ids, retry_at=self.clock() + delay)
             self.failed += len(ids)
             if self.telemetry is not None:
@@ -266,7 +270,7 @@ class Enricher:
             logger.warning("final forward failed; the spans stay in the outbox", exc_info=True)
 
     # ------------------------------------------------------------------ scores
-    def emitter_for_conversations(self, emitter: Any) -> EnrichEmitter:
+    def emitter_for_conversations(self, emitter: Emitter) -> EnrichEmitter:
         """The monitor's emitter in enrich mode: span scores ride on their spans."""
         return EnrichEmitter(emitter, self)
 
@@ -282,32 +286,41 @@ class Enricher:
 
 
 class EnrichEmitter:
-    """Wraps a :class:`~spanjudge.exporters.emitter.ScoreEmitter`: a result whose span is still
-    waiting in the outbox is not emitted (it rides on the span as attributes); every other result
-    (conversations, spans already forwarded) becomes a child evaluation span as usual."""
+    """Wraps the score emitter in enrich mode: a result whose span is still waiting in the
+    outbox gets no evaluation span (it rides on the span as attributes, and is confirmed for
+    the ``span`` output at once); every other result (conversations, spans already forwarded)
+    becomes a child evaluation span as usual. The ``event`` output is not affected: the
+    ``gen_ai.evaluation.result`` event goes out for every result."""
 
-    def __init__(self, emitter: Any, enricher: Enricher) -> None:
+    def __init__(self, emitter: Emitter, enricher: Enricher) -> None:
         self.emitter = emitter
         self.enricher = enricher
-        self._riding_keys: list[Any] = []  # results that will ride on their span
+        self.outputs = emitter.outputs
+        self._riding: list[tuple[Any, str]] = []  # (key, "span") of results riding on spans
         self._lock = threading.Lock()
 
-    def emit(self, record: EvaluationRecord, key: Any = None) -> None:
-        if self.enricher.waiting(record):
+    def emit(
+        self, record: EvaluationRecord, key: Any = None, *, outputs: Collection[str] | None = None
+    ) -> None:
+        wanted = [o for o in self.outputs if outputs is None or o in outputs]
+        if "span" in wanted and self.enricher.waiting(record):
             # nothing to send now: the outbox sends the span with this result on it
+            wanted.remove("span")
             if key is not None:
                 with self._lock:
-                    self._riding_keys.append(key)
-            return
-        self.emitter.emit(record, key)
+                    self._riding.append((key, "span"))
+        if wanted:
+            self.emitter.emit(record, key, outputs=wanted)
 
-    def take_confirmed(self) -> list[Any]:
+    def take_confirmed(self) -> list[tuple[Any, str]]:
         with self._lock:
-            riding, self._riding_keys = self._riding_keys, []
+            riding, self._riding = self._riding, []
         return riding + list(self.emitter.take_confirmed())
 
-    def force_flush(self, timeout_seconds: float = 10) -> bool:
-        return bool(self.emitter.force_flush(timeout_seconds))
+    def force_flush(
+        self, timeout_seconds: float = 10, *, outputs: Collection[str] | None = None
+    ) -> bool:
+        return self.emitter.force_flush(timeout_seconds, outputs=outputs)
 
     def shutdown(self, timeout_seconds: float = 10) -> None:
         self.emitter.shutdown(timeout_seconds)

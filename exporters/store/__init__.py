@@ -30,6 +30,7 @@ from spanjudge.exporters.store.base import (
     SpanStore,
     StoreError,
     StoreStats,
+    Unemitted,
 )
 from spanjudge.exporters.store.sql import SCHEMA_VERSION
 from spanjudge.exporters.store.sqlite import SQLiteStore

@@ -21,9 +21,9 @@ is all of them: what ``open_store()`` returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 
@@ -44,6 +44,18 @@ class StoreError(Exception):
     The original driver exception is chained as ``__cause__``. The store stays usable: the next
     call opens a fresh connection.
     """
+
+
+# Output name -> the results column that marks it delivered (see the score emitter's outputs).
+EMIT_COLUMNS: dict[str, str] = {"span": "emitted_at", "event": "event_emitted_at"}
+
+
+class Unemitted(NamedTuple):
+    """A stored result that still owes some outputs (``"span"``, ``"event"``)."""
+
+    job_id: int
+    record: EvaluationRecord
+    outputs: tuple[str, ...]
 
 
 @dataclass
@@ -234,17 +246,20 @@ class ResultStore(Protocol):
 
     Example::
 
-        for job_id, record in results.unemitted_results(limit=100):
-            emit(record)
-        results.mark_emitted([job_id], now=time.time())
+        for item in results.unemitted_results(outputs=["span"], limit=100):
+            emit(item.record)
+        results.mark_emitted([item.job_id], now=time.time(), output="span")
     """
 
-    def unemitted_results(self, *, limit: int = 100) -> list[tuple[int, EvaluationRecord]]:
-        """Stored results not marked emitted yet, as (job id, record), oldest first."""
+    def unemitted_results(
+        self, *, outputs: Collection[str] | None = None, limit: int = 100
+    ) -> list[Unemitted]:
+        """Stored results that still owe one of ``outputs`` (default: every output), oldest
+        first, each with the outputs it still owes."""
         ...
 
-    def mark_emitted(self, job_ids: Sequence[int], *, now: float) -> None:
-        """Record that these jobs' results went out."""
+    def mark_emitted(self, job_ids: Sequence[int], *, now: float, output: str = "span") -> None:
+        """Record that these jobs' results went out through ``output`` (``span``/``event``)."""
         ...
 
     def results(

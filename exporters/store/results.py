@@ -2,17 +2,18 @@
 
 Example::
 
-    for job_id, record in store.unemitted_results(limit=100):
-        ...
-    store.mark_emitted([job_id], now=t)
+    for item in store.unemitted_results(outputs=["span", "event"], limit=100):
+        emitter.emit(item.record, item.job_id, outputs=item.outputs)
+    store.mark_emitted([job_id], now=t, output="span")
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from spanjudge.exporters.records import EvaluationRecord
+from spanjudge.exporters.store.base import EMIT_COLUMNS, Unemitted
 from spanjudge.exporters.store.core import SqlCore
 from spanjudge.exporters.store.rows import record_from_json
 
@@ -20,17 +21,35 @@ from spanjudge.exporters.store.rows import record_from_json
 class ResultQueries(SqlCore):
     """:class:`~spanjudge.exporters.store.base.ResultStore` over the shared SQL core."""
 
-    def unemitted_results(self, *, limit: int = 100) -> list[tuple[int, EvaluationRecord]]:
+    def unemitted_results(
+        self, *, outputs: Collection[str] | None = None, limit: int = 100
+    ) -> list[Unemitted]:
+        wanted = [o for o in EMIT_COLUMNS if outputs is None or o in outputs]
+        if not wanted:
+            return []
+        # Fixed fragments picked from EMIT_COLUMNS (never user text); one partial index each.
+        owed = " OR ".join(f"{EMIT_COLUMNS[o]} IS NULL" for o in wanted)
+        flags = ", ".join(f"{EMIT_COLUMNS[o]} IS NULL" for o in wanted)
         rows = self.select(
-            "SELECT job_id, record FROM results WHERE emitted_at IS NULL ORDER BY job_id LIMIT ?",
+            f"SELECT job_id, record, {flags} FROM results WHERE {owed} ORDER BY job_id LIMIT ?",
             (limit,),
         )
-        return [(int(row[0]), record_from_json(row[1])) for row in rows]
+        return [
+            Unemitted(
+                int(row[0]),
+                record_from_json(row[1]),
+                tuple(o for o, flag in zip(wanted, row[2:]) if flag),
+            )
+            for row in rows
+        ]
 
-    def mark_emitted(self, job_ids: Sequence[int], *, now: float) -> None:
+    def mark_emitted(self, job_ids: Sequence[int], *, now: float, output: str = "span") -> None:
+        column = EMIT_COLUMNS.get(output)
+        if column is None:
+            raise ValueError(f"unknown output {output!r}; known: {', '.join(EMIT_COLUMNS)}")
         self.update_each(
             (
-                "UPDATE results SET emitted_at = ? WHERE job_id = ? AND emitted_at IS NULL",
+                f"UPDATE results SET {column} = ? WHERE job_id = ? AND {column} IS NULL",
                 now,
                 job_ids,
             )

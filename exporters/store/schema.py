@@ -118,6 +118,16 @@ MIGRATIONS: list[list[str]] = [
         # release_held() looks up the open jobs of one span
         "CREATE INDEX IF NOT EXISTS jobs_span ON jobs (trace_id, span_id)",
     ],
+    [
+        # Each output is delivered and confirmed on its own: emitted_at now marks the "span"
+        # output, event_emitted_at the "event" output (the gen_ai.evaluation.result log
+        # record). Results emitted before this version count as delivered for both: the event
+        # output did not exist then, and replaying history into a logs backend is a flood.
+        "ALTER TABLE results ADD COLUMN event_emitted_at {real}",
+        "UPDATE results SET event_emitted_at = emitted_at WHERE emitted_at IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS results_event_unemitted ON results (job_id)"
+        " WHERE event_emitted_at IS NULL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

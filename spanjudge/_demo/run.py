@@ -54,12 +54,9 @@ def run_demo(
     store_url: str | None = None,
 ) -> int:
     """Run the demo end to end; returns the process exit code (non-zero if any step failed)."""
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
     import spanjudge
     from spanjudge._demo.app import APP_MODEL, run_traffic
-    from spanjudge.evaluators.online.monitor import Monitor
-    from spanjudge.exporters.emitter import ScoreEmitter
+    from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
     from spanjudge.exporters.store import open_store
     from spanjudge.exporters.store_exporter import StoreSpanExporter
 
@@ -90,25 +87,16 @@ def run_demo(
             return 1
         console.print(f"traced {turns} agent turns; {exporter.written} spans stored")
 
-        if otlp_endpoint:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            score_exporter: Any = OTLPSpanExporter(
-                endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"
-            )
-        else:
-            score_exporter = InMemorySpanExporter()
-        emitter = ScoreEmitter(span_exporter=score_exporter)
+        emitter = _emitter(otlp_endpoint)
         monitor = Monitor(
             _rules(judge),
             store=store,
             emitter=emitter,
-            settle_seconds=0.0,
-            idle_seconds=0.0,
-            concurrency=8,
-            retention_seconds=None,
             # the demo's traffic is all in: plan it now instead of waiting for settle times
             clock=lambda: time.time() + 1.0,
+            config=MonitorConfig(
+                settle_seconds=0.0, idle_seconds=0.0, concurrency=8, retention_seconds=None
+            ),
         )
         report = monitor.tick()
         flushed = emitter.force_flush(10)
@@ -118,18 +106,19 @@ def run_demo(
         if report.errors:
             failures.append(f"{report.errors} evaluations failed")
         if not flushed or emitter.dropped_total:
-            failures.append(f"evaluation spans not delivered: {emitter.dropped}")
+            failures.append(f"evaluation results not delivered: {emitter.dropped_by_output()}")
         if not results:
             failures.append("no evaluation ran")
-        emitted = emitter.exported
         console.print(
-            f"{len(results)} evaluations, {emitted} evaluation spans written into the traces "
+            f"{len(results)} evaluations; {emitter.exported} evaluation spans and "
+            f"{emitter.exported_events} gen_ai.evaluation.result events written "
             f"in {time.perf_counter() - started:.1f}s"
         )
         if otlp_endpoint:
             console.print(
                 f"look in your backend ({otlp_endpoint}) for service [bold]spanjudge-demo[/]: each "
-                "evaluated span has a child span 'evaluation <metric>' with "
+                "evaluated span has a child span 'evaluation <metric>' (traces, /v1/traces) and "
+                "a gen_ai.evaluation.result log event on it (logs, /v1/logs), both with "
                 "gen_ai.evaluation.score.value, .label and .explanation"
             )
         for failure in failures:
@@ -141,6 +130,27 @@ def run_demo(
         exporter.shutdown()
         store.close()
         tmp.cleanup()
+
+
+def _emitter(otlp_endpoint: str | None) -> Any:
+    """Both outputs: over OTLP/HTTP to the endpoint, else kept in memory (counted, not sent)."""
+    from spanjudge.exporters.emitter import ScoreEmitter
+
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        base = otlp_endpoint.rstrip("/")
+        return ScoreEmitter(
+            span_exporter=OTLPSpanExporter(endpoint=base + "/v1/traces"),
+            log_exporter=OTLPLogExporter(endpoint=base + "/v1/logs"),
+        )
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    return ScoreEmitter(
+        span_exporter=InMemorySpanExporter(), log_exporter=InMemoryLogRecordExporter()
+    )
 
 
 def _print_results(console: Console, results: list[Any]) -> None:

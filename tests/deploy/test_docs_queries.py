@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from spanjudge.exporters.emitter import ScoreEmitter
-from spanjudge.exporters.enrich import score_attributes
+from spanjudge.exporters.evaluation_result import score_attributes
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.settings import METRIC_NAMES
 from spanjudge.tracer import attributes as attrs
@@ -41,8 +41,9 @@ def dashboard_traceql() -> list[str]:
     out = []
     for path in DASHBOARDS:
         for panel in json.loads(path.read_text(encoding="utf-8"))["panels"]:
-            out += [t["query"] for t in panel.get("targets", [])
-                    if t["datasource"]["type"] == "tempo"]
+            out += [
+                t["query"] for t in panel.get("targets", []) if t["datasource"]["type"] == "tempo"
+            ]
     return out
 
 
@@ -64,16 +65,30 @@ def records() -> list[EvaluationRecord]:
         for j, (status, score) in enumerate((("scored", 0.9), ("scored", 0.2), ("error", None))):
             n = i * 10 + j + 1
             scored = status == "scored"
-            out.append(EvaluationRecord(
-                rule=f"{metric}-llm", metric=metric, target_type="llm", target_id=f"{n:016x}",
-                trace_id=f"{n:032x}", span_id=f"{n:016x}", status=status, score=score,
-                label=("pass" if score and score >= 0.5 else "fail") if scored else None,
-                success=(score is not None and score >= 0.5) if scored else None,
-                threshold=0.5, reason="the answer cites the context" if scored else None,
-                error_type=None if scored else "judge_error", judge_model="gpt-4o-mini",
-                input_tokens=500, output_tokens=80, cost=0.0003, judge_calls=1,
-                service_name="support-bot", finished_at=1_700_000_000.0,
-            ))
+            out.append(
+                EvaluationRecord(
+                    rule=f"{metric}-llm",
+                    metric=metric,
+                    target_type="llm",
+                    target_id=f"{n:016x}",
+                    trace_id=f"{n:032x}",
+                    span_id=f"{n:016x}",
+                    status=status,
+                    score=score,
+                    label=("pass" if score and score >= 0.5 else "fail") if scored else None,
+                    success=(score is not None and score >= 0.5) if scored else None,
+                    threshold=0.5,
+                    reason="the answer cites the context" if scored else None,
+                    error_type=None if scored else "judge_error",
+                    judge_model="gpt-4o-mini",
+                    input_tokens=500,
+                    output_tokens=80,
+                    cost=0.0003,
+                    judge_calls=1,
+                    service_name="support-bot",
+                    finished_at=1_700_000_000.0,
+                )
+            )
     return out
 
 
@@ -148,8 +163,9 @@ def test_checker_flags_a_misspelled_attribute(emitted: Emitted) -> None:
     }
 
 
-@pytest.mark.parametrize("query", blocks("traceql") + dashboard_traceql(),
-                         ids=lambda q: re.sub(r"\W+", "_", q)[:60])
+@pytest.mark.parametrize(
+    "query", blocks("traceql") + dashboard_traceql(), ids=lambda q: re.sub(r"\W+", "_", q)[:60]
+)
 def test_traceql_scopes_attributes_and_names_real_spans(query: str, emitted: Emitted) -> None:
     # TraceQL needs a scope (span./resource.) in front of an attribute; a bare one is a
     # different intrinsic or a syntax error
@@ -169,7 +185,8 @@ def test_jaeger_searches_use_real_operations_and_tags(block: str, emitted: Emitt
     for operation in re.findall(r"^operation: (.+)$", block, re.M):
         assert operation.strip() in emitted.span_names
     tags: dict[str, Any] = dict(
-        pair.split("=", 1) for line in re.findall(r"^tags: (.+)$", block, re.M)
+        pair.split("=", 1)
+        for line in re.findall(r"^tags: (.+)$", block, re.M)
         for pair in line.split()
     )
     assert tags

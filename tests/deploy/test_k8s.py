@@ -73,9 +73,11 @@ def test_selectors_match_the_pod_labels() -> None:
     kinds = by_kind()
     [deployment] = kinds["Deployment"]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    selectors = [deployment["spec"]["selector"]["matchLabels"],
-                 kinds["Service"][0]["spec"]["selector"],
-                 kinds["PodDisruptionBudget"][0]["spec"]["selector"]["matchLabels"]]
+    selectors = [
+        deployment["spec"]["selector"]["matchLabels"],
+        kinds["Service"][0]["spec"]["selector"],
+        kinds["PodDisruptionBudget"][0]["spec"]["selector"]["matchLabels"],
+    ]
     for selector in selectors:
         assert selector.items() <= pod_labels.items()
     pdb = kinds["PodDisruptionBudget"][0]["spec"]

@@ -58,8 +58,11 @@ def test_alert_rules_pass_promtool_check() -> None:
     result = promtool("check", "rules", *map(str, RULE_FILES))
     assert result.returncode == 0, result.stdout + result.stderr
     alerts = {e.source.split(": ", 1)[1] for e in rule_expressions()}
-    assert {"SpanjudgePassRateLow", "SpanjudgeJudgeErrorRateHigh",
-            "SpanjudgeBacklogGrowing"} <= alerts
+    assert {
+        "SpanjudgePassRateLow",
+        "SpanjudgeJudgeErrorRateHigh",
+        "SpanjudgeBacklogGrowing",
+    } <= alerts
 
 
 def test_alert_rule_unit_tests_pass() -> None:
@@ -86,8 +89,9 @@ def test_every_dashboard_expression_is_valid_promql(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("expression", dashboard_expressions() + rule_expressions(),
-                         ids=lambda e: e.source)
+@pytest.mark.parametrize(
+    "expression", dashboard_expressions() + rule_expressions(), ids=lambda e: e.source
+)
 def test_expressions_use_only_series_the_worker_exports(expression: object) -> None:
     names = metric_names_in(expression.expr)  # type: ignore[attr-defined]
     assert names, "expression refers to no spanjudge series"
@@ -99,8 +103,11 @@ def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
     from spanjudge.exporters import metric_names as mn
     from tests.deploy.promql import INSTRUMENT_KINDS
 
-    declared = {v for k, v in vars(mn).items()
-                if k.isupper() and isinstance(v, str) and v.startswith("spanjudge.")}
+    declared = {
+        v
+        for k, v in vars(mn).items()
+        if k.isupper() and isinstance(v, str) and v.startswith("spanjudge.")
+    }
     assert declared == set(INSTRUMENT_KINDS)
 
 
@@ -111,8 +118,9 @@ def test_scraped_names_agree_with_the_names_documented_in_metric_names() -> None
 
     documented: set[str] = set()
     for line in (mn.__doc__ or "").splitlines():
-        match = re.match(r"\s+(spanjudge_\w+)((?:\s*/\s*_\w+)*)\s+(counter|gauge|histogram)\b",
-                         line)
+        match = re.match(
+            r"\s+(spanjudge_\w+)((?:\s*/\s*_\w+)*)\s+(counter|gauge|histogram)\b", line
+        )
         if match:
             documented.add(match.group(1))
             stem = match.group(1).rsplit("_", 1)[0] if match.group(2) else ""

@@ -100,7 +100,10 @@ def test_full_queue_drops_and_counts_without_blocking_the_app(store: RecordingSt
     store.gate.clear()  # the store hangs until we open the gate
     seen: list[tuple[str, int]] = []
     exporter = StoreSpanExporter(
-        store, max_queue_spans=10, batch_size=4, flush_interval=0.01,
+        store,
+        max_queue_spans=10,
+        batch_size=4,
+        flush_interval=0.01,
         on_dropped=lambda reason, n: seen.append((reason, n)),
     )
     tracer = provider_with(exporter).get_tracer("t")
@@ -128,8 +131,11 @@ def test_broken_store_drops_and_counts_and_never_raises(
     written: list[int] = []
     dropped: list[tuple[str, int]] = []
     exporter = StoreSpanExporter(
-        store, batch_size=5, flush_interval=0.01,
-        on_written=written.append, on_dropped=lambda r, n: dropped.append((r, n)),
+        store,
+        batch_size=5,
+        flush_interval=0.01,
+        on_written=written.append,
+        on_dropped=lambda r, n: dropped.append((r, n)),
     )
     tracer = provider_with(exporter).get_tracer("t")
     for i in range(12):

@@ -27,7 +27,7 @@ from spanjudge.evaluators.judges import Judge
 from spanjudge.evaluators.judges.base import Messages, Usage
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
 
@@ -52,10 +52,8 @@ def make_monitor(store: Any, sink_url: str, clock: Any, judge: Judge) -> Monitor
         [Rule(BiasMetric(model=judge), target="agent")],
         store=store,
         emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink_url, timeout=5)),
-        settle_seconds=10,
-        lease_seconds=LEASE,
-        retention_seconds=None,
         clock=clock,
+        config=MonitorConfig(settle_seconds=10, lease_seconds=LEASE, retention_seconds=None),
     )
 
 

@@ -21,7 +21,7 @@ from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
@@ -157,11 +157,13 @@ def test_one_faulty_target_never_stops_the_loop_nor_gets_a_score_from_garbage(
                 store=store,
                 emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink.traces_url)),
                 telemetry=telemetry,
-                settle_seconds=10,
-                max_attempts=MAX_ATTEMPTS,
-                retry_delay_seconds=RETRY_DELAY,
-                retention_seconds=None,
                 clock=clock,
+                config=MonitorConfig(
+                    settle_seconds=10,
+                    max_attempts=MAX_ATTEMPTS,
+                    retry_delay_seconds=RETRY_DELAY,
+                    retention_seconds=None,
+                ),
             )
             first = mon.tick()
             assert first.claimed == 3

@@ -93,7 +93,7 @@ def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
     stored, sent = LEFT_BEHIND[point]
     assert len(store.results()) == stored
     assert len(sink.spans) == sent
-    assert len(store.unemitted_results()) == stored  # nothing confirmed by the victim
+    assert len(store.unemitted_results(outputs=["span"])) == stored  # nothing confirmed by the victim
     stats = store.stats(now=clock.now + 11)
     if point == "before_claim":
         assert (stats.pending, stats.leased) == (TARGETS, 0)  # planned, never claimed
@@ -113,7 +113,7 @@ def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
     keys = Counter((r.rule, r.target_id) for r in results)
     assert len(keys) == TARGETS and set(keys.values()) == {1}, keys
     assert all(r.status == "scored" for r in results)
-    assert store.unemitted_results() == []
+    assert store.unemitted_results(outputs=["span"]) == []
     by_id = Counter(s.span_id for s in sink.spans)
     duplicates = sum(by_id.values()) - len(by_id)
     assert set(by_id) == {r.evaluation_span_id for r in results}, (

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SQLiteStore
@@ -116,9 +116,8 @@ def test_span_flood_into_a_stalled_store_is_bounded_counted_and_drained(
             [Rule(BiasMetric(model=healthy_judge_server.judge(timeout=10.0)), target="agent")],
             store=store,
             emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink.traces_url)),
-            settle_seconds=10,
-            retention_seconds=None,
             clock=clock,
+            config=MonitorConfig(settle_seconds=10, retention_seconds=None),
         )
         clock.advance(11)
         assert mon.tick().scored == len(agent_spans)
@@ -164,10 +163,8 @@ def test_backend_down_counts_failed_exports_and_resends_with_the_same_ids_when_b
         store=store,
         emitter=emitter,
         telemetry=telemetry,
-        settle_seconds=10,
-        lease_seconds=LEASE,
-        retention_seconds=None,
         clock=clock,
+        config=MonitorConfig(settle_seconds=10, lease_seconds=LEASE, retention_seconds=None),
     )
     try:
         for i in range(3):
@@ -181,7 +178,7 @@ def test_backend_down_counts_failed_exports_and_resends_with_the_same_ids_when_b
         assert (
             prom(registry, "spanjudge_emitter_dropped_spans_total", reason=DROP_EXPORT_FAILED) == 3
         )
-        assert len(store.unemitted_results()) == 3  # not marked emitted: nobody received them
+        assert len(store.unemitted_results(outputs=["span"])) == 3  # not marked emitted: nobody received them
 
         clock.advance(1)
         early = mon.tick()  # within a lease: a live evaluator might still be emitting them
@@ -195,7 +192,7 @@ def test_backend_down_counts_failed_exports_and_resends_with_the_same_ids_when_b
             assert sorted(s.span_id for s in sink.spans) == sorted(
                 r.evaluation_span_id for r in results
             )
-            assert store.unemitted_results() == []
+            assert store.unemitted_results(outputs=["span"]) == []
             clock.advance(LEASE + 1)
             assert mon.tick().reemitted == 0
             assert len(sink.spans) == 3

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
@@ -97,11 +97,10 @@ def make_monitor(store: SpanStore, judge: Any, sink: Any, clock: Any, **options:
         [Rule(BiasMetric(model=judge), target="agent")],
         store=store,
         emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink.traces_url)),
-        settle_seconds=10,
-        lease_seconds=LEASE,
-        retention_seconds=None,
         clock=clock,
-        **options,
+        config=MonitorConfig(
+            settle_seconds=10, lease_seconds=LEASE, retention_seconds=None, **options
+        ),
     )
 
 

@@ -23,7 +23,7 @@ from spanjudge._demo.judge import start_offline_judge
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanEvent, SpanRecord
@@ -257,10 +257,9 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
         emitter=emitter,
         telemetry=telemetry,
         clock=lambda: now[0],
-        settle_seconds=SETTLE,
-        idle_seconds=SETTLE,
-        retention_seconds=None,
-        max_attempts=1,
+        config=MonitorConfig(
+            settle_seconds=SETTLE, idle_seconds=SETTLE, retention_seconds=None, max_attempts=1
+        ),
     )
     reports = []
     # past the orphan settle time too: traces without a root (the cycles) settle as well

@@ -43,7 +43,7 @@ from spanjudge._demo.judge import start_offline_judge
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters import receiver as receiver_module
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.receiver import BackgroundServer, create_receiver_app, serve_receiver
@@ -179,7 +179,9 @@ def test_hostile_rule_names_and_filters_through_a_monitor(
         for payload in RULE_SAFE
     ]
     assert all(fnmatchcase(p, glob_escape(p)) for p in RULE_SAFE)
-    monitor = Monitor(rules, store=db, clock=lambda: 200.0, retention_seconds=None)
+    monitor = Monitor(
+        rules, store=db, clock=lambda: 200.0, config=MonitorConfig(retention_seconds=None)
+    )
     report = monitor.tick()
     assert report.jobs_enqueued == len(RULE_SAFE)
     assert report.scored == len(RULE_SAFE), report
@@ -271,8 +273,7 @@ def test_judge_api_key_never_leaks(
             emitter=emitter,
             telemetry=telemetry,
             clock=lambda: 200.0,
-            retention_seconds=None,
-            max_attempts=1,
+            config=MonitorConfig(retention_seconds=None, max_attempts=1),
         )
         report = monitor.tick()
         assert emitter.force_flush(10)
@@ -435,7 +436,7 @@ def test_pii_and_redaction_happen_before_the_store_and_the_judge(
         ],
         store=store,
         clock=clock,
-        retention_seconds=None,
+        config=MonitorConfig(retention_seconds=None),
     )
     report = monitor.tick()
     assert report.scored == 2, report

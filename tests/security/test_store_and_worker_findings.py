@@ -9,7 +9,7 @@ import pytest
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.worker import _safe_url
 from tests.evaluators.online.spans import Trace
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401
@@ -34,7 +34,7 @@ def test_one_hostile_conversation_id_does_not_stall_every_trace(
             [Rule(BiasMetric(model=judge.judge()), target="agent")],
             store=db,
             clock=lambda: 200.0,
-            retention_seconds=None,
+            config=MonitorConfig(retention_seconds=None),
         )
         monitor.tick()  # raises today, every tick
         assert {r.trace_id for r in monitor.results()} >= {good.trace_id}

@@ -1,7 +1,8 @@
-"""A real OTLP/HTTP trace receiver on 127.0.0.1 for end-to-end tests.
+"""A real OTLP/HTTP trace and log receiver on 127.0.0.1 for end-to-end tests.
 
-It decodes every ``POST /v1/traces`` protobuf (or gzip) body with the official proto classes and
-keeps the spans, so a test can assert on exactly what went over the wire::
+It decodes every ``POST /v1/traces`` and ``POST /v1/logs`` protobuf (or gzip) body with the
+official proto classes and keeps the spans and log records, so a test can assert on exactly what
+went over the wire::
 
     with OtlpSink() as sink:
         exporter = OTLPSpanExporter(endpoint=sink.traces_url)
@@ -19,6 +20,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -51,10 +56,27 @@ class ReceivedSpan:
     end_time_unix_nano: int = 0
 
 
+@dataclass
+class ReceivedLog:
+    trace_id: str
+    span_id: str
+    event_name: str
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+    scope_name: str
+    body: Any = None
+    severity_number: int = 0
+    time_unix_nano: int = 0
+
+
 class OtlpSink:
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, logs_status: int | None = None) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.logs: list[ReceivedLog] = []
         self.requests = 0
+        self.log_requests = 0
+        self.log_bodies: list[bytes] = []  # raw protobuf bodies of /v1/logs, as received
+        self.logs_status = logs_status
         self.status = status
         self._cond = threading.Condition()
         sink = self
@@ -64,10 +86,15 @@ class OtlpSink:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                request = ExportTraceServiceRequest.FromString(body)
-                sink._add(request)
-                payload = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(sink.status)
+                status = sink.status
+                if self.path.rstrip("/").endswith("/v1/logs"):
+                    sink._add_logs(body)
+                    payload = ExportLogsServiceResponse().SerializeToString()
+                    status = sink.logs_status if sink.logs_status is not None else status
+                else:
+                    sink._add(ExportTraceServiceRequest.FromString(body))
+                    payload = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -87,6 +114,51 @@ class OtlpSink:
     @property
     def traces_url(self) -> str:
         return f"{self.endpoint}/v1/traces"
+
+    @property
+    def logs_url(self) -> str:
+        return f"{self.endpoint}/v1/logs"
+
+    def _add_logs(self, body: bytes) -> None:
+        request = ExportLogsServiceRequest.FromString(body)
+        received = []
+        for rl in request.resource_logs:
+            resource = {kv.key: any_value(kv.value) for kv in rl.resource.attributes}
+            for sl in rl.scope_logs:
+                for r in sl.log_records:
+                    received.append(
+                        ReceivedLog(
+                            trace_id=r.trace_id.hex(),
+                            span_id=r.span_id.hex(),
+                            event_name=r.event_name,
+                            attributes={kv.key: any_value(kv.value) for kv in r.attributes},
+                            resource=resource,
+                            scope_name=sl.scope.name,
+                            body=any_value(r.body),
+                            severity_number=r.severity_number,
+                            time_unix_nano=r.time_unix_nano,
+                        )
+                    )
+        with self._cond:
+            self.log_requests += 1
+            self.log_bodies.append(body)
+            self.logs.extend(received)
+            self._cond.notify_all()
+
+    def wait_for_logs(
+        self, predicate: Callable[[list[ReceivedLog]], bool], timeout: float = 10.0
+    ) -> list[ReceivedLog]:
+        """Block until ``predicate(logs)`` holds; raise AssertionError on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self.logs):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"OTLP sink: log condition not met in {timeout}s; got {len(self.logs)}"
+                    )
+                self._cond.wait(remaining)
+            return list(self.logs)
 
     def _add(self, request: ExportTraceServiceRequest) -> None:
         received = []

@@ -10,7 +10,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 
 
@@ -29,10 +29,8 @@ def main() -> None:
         ],
         store=store_url,
         emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink_url)),
-        settle_seconds=10,
-        lease_seconds=2,
-        retention_seconds=None,
         clock=lambda: time.time() + offset,
+        config=MonitorConfig(settle_seconds=10, lease_seconds=2, retention_seconds=None),
     )
     print("ready", flush=True)
     while True:

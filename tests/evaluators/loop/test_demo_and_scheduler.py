@@ -11,7 +11,7 @@ from typing import Any
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from tests.evaluators.loop.test_monitor_e2e import agent
 from tests.support.otlp_sink import OtlpSink
 
@@ -77,10 +77,8 @@ def test_stop_lets_the_running_job_finish_and_store_its_result(
         [Rule(BiasMetric(model=offline_judge.judge(), include_reason=False), target="agent")],
         store=store,
         emitter=None,
-        interval_seconds=0.2,
-        settle_seconds=10,
-        retention_seconds=None,
         clock=lambda: 1_800_000_000.0 + 11,
+        config=MonitorConfig(interval_seconds=0.2, settle_seconds=10, retention_seconds=None),
     ).start()
     deadline = time.monotonic() + 30
     while not offline_judge.requests:
@@ -105,10 +103,8 @@ def test_monitor_started_inside_a_running_loop_ticks_on_that_loop(
             [Rule(BiasMetric(model=offline_judge.judge()), target="agent")],
             store=store,
             emitter=None,
-            interval_seconds=0.1,
-            settle_seconds=10,
-            retention_seconds=None,
             clock=lambda: 1_800_000_000.0 + 11,
+            config=MonitorConfig(interval_seconds=0.1, settle_seconds=10, retention_seconds=None),
         ).start()
         kind = type(mon._scheduler).__name__
         for _ in range(300):  # the loop stays responsive while the tick runs in a thread

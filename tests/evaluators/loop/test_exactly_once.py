@@ -15,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from tests.evaluators.loop.test_monitor_e2e import agent
 
@@ -73,10 +73,8 @@ def test_sigkill_mid_evaluation_loses_and_duplicates_nothing(
         ],
         store=store,
         emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink.traces_url)),
-        settle_seconds=10,
-        lease_seconds=2,
-        retention_seconds=None,
         clock=lambda: time.time() + offset,
+        config=MonitorConfig(settle_seconds=10, lease_seconds=2, retention_seconds=None),
     )
     report = heir.tick()
     assert report.requeued + report.claimed >= 6

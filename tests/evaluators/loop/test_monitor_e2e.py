@@ -13,7 +13,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.exporters.telemetry import Telemetry
@@ -48,14 +48,14 @@ def monitor_for(store: Any, judge: Any, sink: Any, clock: Any, **options: Any) -
         ],
     )
     rules = options.pop("rules")
+    telemetry = options.pop("telemetry", None)
     return Monitor(
         rules,
         store=store,
         emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink.traces_url)),
-        settle_seconds=10,
+        telemetry=telemetry,
         clock=clock,
-        retention_seconds=None,
-        **options,
+        config=MonitorConfig(settle_seconds=10, retention_seconds=None, **options),
     )
 
 
@@ -282,8 +282,7 @@ def test_retention_deletes_old_spans(
         store=store,
         emitter=None,
         clock=clock,
-        retention_seconds=retention,
-        settle_seconds=10,
+        config=MonitorConfig(retention_seconds=retention, settle_seconds=10),
     )
     report = mon.tick()
     assert report.deleted_spans >= 3
@@ -353,10 +352,8 @@ def test_a_stalled_backend_delays_marking_not_evaluating(
         [Rule(BiasMetric(model=judge), target="agent")],
         store=store,
         emitter=ScoreEmitter(span_exporter=backend),
-        settle_seconds=10,
         clock=clock,
-        retention_seconds=None,
-        flush_timeout_seconds=0.05,
+        config=MonitorConfig(settle_seconds=10, retention_seconds=None, flush_timeout_seconds=0.05),
     )
     agent("How long do refunds take?", "Refunds are possible within 30 days of delivery.")
     app.flush()
@@ -368,13 +365,13 @@ def test_a_stalled_backend_delays_marking_not_evaluating(
     clock.advance(11)
     assert mon.tick().scored == 1  # evaluation went on while the backend hung
     assert not backend.release.is_set() and backend.received == []
-    assert len(store.unemitted_results()) == 2  # nothing confirmed, nothing marked
-    clock.advance(mon.lease_seconds + 1)
+    assert len(store.unemitted_results(outputs=["span"])) == 2  # nothing confirmed, nothing marked
+    clock.advance(mon.config.lease_seconds + 1)
     # a lease later they count as orphans, but the exporter is still stuck on them: re-sending
     # would only pile up behind it
     assert mon.tick().reemitted == 0
     backend.release.set()
     assert mon.emitter is not None and mon.emitter.force_flush(10)
     mon.tick()
-    assert store.unemitted_results() == []
+    assert store.unemitted_results(outputs=["span"]) == []
     assert len(backend.received) == 2

@@ -15,7 +15,7 @@ from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetri
 from spanjudge.evaluators.online import Rule, build_case, conversation_target, find_targets
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store_exporter import span_to_record
+from spanjudge.exporters.convert import span_to_record
 from spanjudge.tracer import capture, observe
 
 

@@ -12,13 +12,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.status import StatusCode
 
-from spanjudge.exporters.emitter import (
-    DROP_INVALID,
-    DROP_QUEUE_FULL,
-    MAX_VERDICTS_CHARS,
-    ScoreEmitter,
-    evaluation_span,
-)
+from spanjudge.exporters.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
+from spanjudge.exporters.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
@@ -233,7 +228,7 @@ def test_keys_are_confirmed_only_for_spans_the_exporter_took() -> None:
         emitter.emit(make_record(target_id=f"{3:016x}"))  # no key: nothing to confirm
         emitter.emit(make_record(trace_id=None), 4)  # invalid: dropped, never confirmed
         assert emitter.force_flush(10)
-        assert emitter.take_confirmed() == [2]
+        assert emitter.take_confirmed() == [(2, "span")]
         assert emitter.take_confirmed() == []  # each key handed back once
     finally:
         emitter.shutdown(5)

@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store_exporter import span_to_record
+from spanjudge.exporters.convert import span_to_record
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 

@@ -395,14 +395,33 @@ def test_unemitted_results_until_marked_emitted(store: SpanStore) -> None:
     for j in jobs:
         store.complete_job(j.job_id, owner="a", record=result(j), now=T0)
     pending = store.unemitted_results()
-    assert [jid for jid, _ in pending] == [j.job_id for j in jobs]
-    record = pending[0][1]
+    assert [item.job_id for item in pending] == [j.job_id for j in jobs]
+    assert all(item.outputs == ("span", "event") for item in pending)
+    record = pending[0].record
     assert record.evaluation_span_id == result(jobs[0]).evaluation_span_id
     assert record.verdicts == [{"verdict": "yes", "reason": None}]
     store.mark_emitted([jobs[0].job_id], now=T0 + 1)
-    assert [jid for jid, _ in store.unemitted_results()] == [jobs[1].job_id]
+    assert [item.job_id for item in store.unemitted_results(outputs=["span"])] == [jobs[1].job_id]
     store.mark_emitted([jobs[1].job_id], now=T0 + 1)
+    assert store.unemitted_results(outputs=["span"]) == []
+
+
+def test_each_output_is_marked_delivered_on_its_own(store: SpanStore) -> None:
+    store.enqueue_jobs([job("t1"), job("t2")], now=T0)
+    first, second = store.claim_jobs(owner="a", limit=2, lease_seconds=30, now=T0)
+    for j in (first, second):
+        store.complete_job(j.job_id, owner="a", record=result(j), now=T0)
+    store.mark_emitted([first.job_id], now=T0 + 1, output="event")
+    store.mark_emitted([second.job_id], now=T0 + 1, output="span")
+    owed = {item.job_id: item.outputs for item in store.unemitted_results()}
+    assert owed == {first.job_id: ("span",), second.job_id: ("event",)}
+    assert [i.job_id for i in store.unemitted_results(outputs=["event"])] == [second.job_id]
+    assert [i.job_id for i in store.unemitted_results(outputs=["span"])] == [first.job_id]
+    store.mark_emitted([first.job_id], now=T0 + 2, output="span")
+    store.mark_emitted([first.job_id, second.job_id], now=T0 + 2, output="event")
     assert store.unemitted_results() == []
+    with pytest.raises(ValueError, match="unknown output"):
+        store.mark_emitted([first.job_id], now=T0 + 3, output="metrics")
 
 
 def test_results_query_filters_and_cost_since(store: SpanStore) -> None:

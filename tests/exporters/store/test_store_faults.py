@@ -27,8 +27,13 @@ T0 = 1_700_000_000.0
 
 
 def rec(trace: int, n: int) -> SpanRecord:
-    return SpanRecord(trace_id=f"{trace:032x}", span_id=f"{n:016x}", name="s",
-                      start_time_unix_nano=1, end_time_unix_nano=2)
+    return SpanRecord(
+        trace_id=f"{trace:032x}",
+        span_id=f"{n:016x}",
+        name="s",
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+    )
 
 
 def test_sqlite_database_deleted_under_the_store_is_recreated(tmp_path: Path) -> None:
@@ -83,8 +88,9 @@ def test_sqlite_full_database_raises_and_recovers_after_retention(tmp_path: Path
     written_before_full = 0
     with pytest.raises(StoreError, match="full"):
         for n in range(1000):
-            store.write_spans([SpanRecord(f"{n:032x}", f"{n:016x}", "s", 1, 2,
-                                          attributes=payload)], now=T0)
+            store.write_spans(
+                [SpanRecord(f"{n:032x}", f"{n:016x}", "s", 1, 2, attributes=payload)], now=T0
+            )
             written_before_full += 1
     assert written_before_full > 0
     # Through the exporter, the same failure drops and counts instead of raising.
@@ -120,15 +126,21 @@ def test_sqlite_locked_by_another_process_raises_then_recovers(tmp_path: Path) -
     path = tmp_path / "spans.db"
     store = SQLiteStore(path, busy_timeout=0.1)
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sqlite3, sys
             conn = sqlite3.connect({str(path)!r}, isolation_level=None)
             conn.execute("BEGIN EXCLUSIVE")
             print("locked", flush=True)
             sys.stdin.readline()
             conn.execute("COMMIT")
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -201,7 +213,9 @@ def test_sqlite_processes_share_jobs_and_a_killed_process_lease_expires(tmp_path
     # A process claims 3 jobs and is killed mid-evaluation.
     victim = subprocess.Popen(
         [sys.executable, "-c", _CLAIMER, path, "victim", "hang", str(T0), "30"],
-        stdout=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert victim.stdout is not None
     lost = set(json.loads(victim.stdout.readline()))
@@ -210,8 +224,12 @@ def test_sqlite_processes_share_jobs_and_a_killed_process_lease_expires(tmp_path
     assert len(lost) == 3
     # Two processes drain the rest at the same time.
     workers = [
-        subprocess.Popen([sys.executable, "-c", _CLAIMER, path, f"w{i}", "drain", str(T0), "3600"],
-                         stdout=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", _CLAIMER, path, f"w{i}", "drain", str(T0), "3600"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for i in range(2)
     ]
     claimed: list[int] = []

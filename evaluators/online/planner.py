@@ -1,0 +1,175 @@
+"""Planning: settled traces and idle conversations become job rows, one per (rule, target).
+
+A target becomes a job when the rule's filter, its deterministic sampler and its budgets let it
+through; everything else is counted as skipped, by reason. The store ignores a (rule, target)
+pair it has seen before, so planning twice is harmless. Pure bookkeeping over the store: no
+judge calls happen here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from spanjudge.evaluators.online.rebuild import Target, conversation_target, find_targets
+from spanjudge.evaluators.online.rules import Rule
+from spanjudge.evaluators.online.sampler import Budget, is_sampled
+from spanjudge.exporters.store import JobSpec, SpanStore
+
+if TYPE_CHECKING:
+    from spanjudge.exporters.telemetry import Telemetry
+
+# Settled ids read per store query: a backlog larger than a page is paged through in one tick.
+PAGE = 500
+
+
+@dataclass
+class TickReport:
+    """What one tick did; returned by :meth:`Monitor.tick` and logged at debug level."""
+
+    planned_traces: int = 0
+    planned_conversations: int = 0
+    jobs_enqueued: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    claimed: int = 0
+    scored: int = 0
+    errors: int = 0
+    missing: int = 0
+    retried: int = 0
+    lost_lease: int = 0
+    reemitted: int = 0
+    requeued: int = 0
+    deleted_spans: int = 0
+
+    def count_skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + count
+
+
+class Planner:
+    """Turns what settled into jobs under ``rules``; owns the rules' budgets.
+
+    Example::
+
+        planner = Planner(rules, store, clock=time.time)
+        planner.plan(report, now=time.time(), settle_seconds=10, idle_seconds=300)
+    """
+
+    def __init__(
+        self,
+        rules: Mapping[str, Rule],
+        store: SpanStore,
+        *,
+        clock: Callable[[], float],
+        telemetry: Telemetry | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.rules = rules
+        self.store = store
+        self.telemetry = telemetry
+        self._stopping = stopping or threading.Event()
+        self.budgets: dict[str, Budget] = {}
+        now = clock()
+        day_start = now - (now % 86400)
+        for rule in rules.values():
+            budget = Budget(
+                max_per_minute=rule.max_per_minute, max_cost_per_day=rule.max_cost_per_day
+            )
+            if rule.max_cost_per_day is not None:
+                budget.seed(self.store.results_cost_since(rule=rule.name, since=day_start))
+            self.budgets[rule.name] = budget
+
+    def record_cost(self, rule: str, cost: float, now: float) -> None:
+        """Charge a finished evaluation's judge cost to its rule's daily budget."""
+        budget = self.budgets.get(rule)
+        if budget is not None:
+            budget.record(cost, now)
+
+    def plan(
+        self, report: TickReport, *, now: float, settle_seconds: float, idle_seconds: float
+    ) -> None:
+        """Plan every settled trace and idle conversation, a page at a time (planned ids drop
+        out of the next page, so a backlog never waits a whole interval per page)."""
+        while not self._stopping.is_set():
+            traces = self.store.settled_traces(settle_seconds=settle_seconds, now=now, limit=PAGE)
+            self.plan_traces(traces, report, now)
+            if len(traces) < PAGE:
+                break
+        while not self._stopping.is_set():
+            # without a conversation rule they are still marked planned, so they do not count
+            # as backlog forever
+            conversations = self.store.idle_conversations(
+                idle_seconds=idle_seconds, now=now, limit=PAGE
+            )
+            self.plan_conversations(conversations, report, now)
+            if len(conversations) < PAGE:
+                break
+
+    def plan_traces(self, trace_ids: Sequence[str], report: TickReport, now: float) -> None:
+        span_rules = [r for r in self.rules.values() if r.target != "conversation"]
+        for trace_id in trace_ids:
+            if span_rules:
+                spans = self.store.trace_spans(trace_id)
+                specs: list[JobSpec] = []
+                for rule in span_rules:
+                    targets = find_targets(rule, spans)
+                    for target in targets:
+                        spec = self._admit(rule, target, report, now)
+                        if spec is not None:
+                            specs.append(spec)
+                    if rule.filter is not None:
+                        # spans of the rule's kind its filter turned away, counted like the
+                        # conversations a conversation rule's filter refuses
+                        every = find_targets(rule, spans, apply_filter=False)
+                        if len(every) > len(targets):
+                            self.skip(rule, "filtered", report, len(every) - len(targets))
+                if specs:
+                    report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
+            self.store.mark_planned(traces=[trace_id], now=now)
+            report.planned_traces += 1
+
+    def plan_conversations(
+        self, conversation_ids: Sequence[str], report: TickReport, now: float
+    ) -> None:
+        conv_rules = [r for r in self.rules.values() if r.target == "conversation"]
+        for conversation_id in conversation_ids:
+            if conv_rules:
+                spans = self.store.conversation_spans(conversation_id)
+                target = conversation_target(conversation_id, spans)
+                specs = []
+                if target is not None:
+                    for rule in conv_rules:
+                        if rule.matches(target):
+                            spec = self._admit(rule, target, report, now)
+                            if spec is not None:
+                                specs.append(spec)
+                        else:
+                            self.skip(rule, "filtered", report)
+                if specs:
+                    report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
+            self.store.mark_planned(conversations=[conversation_id], now=now)
+            report.planned_conversations += 1
+
+    def _admit(self, rule: Rule, target: Target, report: TickReport, now: float) -> JobSpec | None:
+        if not is_sampled(rule.name, target.target_id, rule.sample_rate):
+            self.skip(rule, "not_sampled", report)
+            return None
+        refused = self.budgets[rule.name].allow(now)
+        if refused is not None:
+            self.skip(rule, refused, report)
+            return None
+        return JobSpec(
+            rule=rule.name,
+            target_type=target.target_type,
+            target_id=target.target_id,
+            trace_id=target.trace_id,
+            span_id=target.span_id,
+            conversation_id=target.conversation_id,
+            sample_rate=rule.sample_rate,
+        )
+
+    def skip(self, rule: Rule, reason: str, report: TickReport, count: int = 1) -> None:
+        report.count_skip(reason, count)
+        if self.telemetry is not None:
+            self.telemetry.record_skip(rule.name, reason, count)

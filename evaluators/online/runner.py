@@ -1,0 +1,210 @@
+"""Running: claimed jobs become results, each stored once and then handed to the emitter.
+
+For each job: rebuild the test case from the stored spans, measure it with a fresh copy of the
+rule's metric, store the result (only while the lease is still ours), then emit it and count it.
+A transient judge failure (timeout, 429, 5xx, connection) gives the job back for a later tick
+until ``max_attempts``; anything else is recorded at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tenacity import wait_incrementing
+
+from spanjudge.evaluators.backoff import delay_after
+from spanjudge.evaluators.online.config import MonitorConfig
+from spanjudge.evaluators.online.planner import Planner, TickReport
+from spanjudge.evaluators.online.rebuild import (
+    Skip,
+    Target,
+    build_case,
+    conversation_target,
+    find_targets,
+)
+from spanjudge.evaluators.online.rules import Rule
+from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge.exporters.store import Job, SpanStore
+from spanjudge.tracer import attributes as attrs
+
+if TYPE_CHECKING:
+    from spanjudge.exporters.emitter import Emitter
+    from spanjudge.exporters.telemetry import Telemetry
+
+logger = logging.getLogger("spanjudge.monitor")
+
+# Judge failures worth another attempt in a later tick; anything else is recorded at once.
+TRANSIENT_ERRORS = frozenset(
+    {"judge_timeout", "judge_rate_limited", "judge_connection", "judge_server_error"}
+)
+
+
+class Runner:
+    """Evaluates claimed jobs; see the module docstring.
+
+    Example::
+
+        runner = Runner(rules, store, planner, config=MonitorConfig(), owner="w1", clock=time.time)
+        asyncio.run(runner.run(jobs, report))
+    """
+
+    def __init__(
+        self,
+        rules: Mapping[str, Rule],
+        store: SpanStore,
+        planner: Planner,
+        *,
+        config: MonitorConfig,
+        owner: str,
+        clock: Callable[[], float],
+        emitter: Emitter | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.rules = rules
+        self.store = store
+        self.planner = planner
+        self.config = config
+        self.owner = owner
+        self.clock = clock
+        self.emitter = emitter
+        self.telemetry = telemetry
+        # attempt n waits n * retry_delay_seconds: a judge that is down gets room to recover
+        delay = config.retry_delay_seconds
+        self._wait = wait_incrementing(start=delay, increment=delay)
+
+    async def run(self, jobs: Sequence[Job], report: TickReport) -> None:
+        """Run ``jobs``, at most ``config.concurrency`` at once."""
+        limit = asyncio.Semaphore(self.config.concurrency)
+
+        async def run(job: Job) -> None:
+            async with limit:
+                await self.run_job(job, report)
+
+        await asyncio.gather(*(run(job) for job in jobs))
+
+    async def run_job(self, job: Job, report: TickReport) -> None:
+        rule = self.rules.get(job.rule)
+        started = self.clock()
+        if rule is None:
+            # a rule removed since the job was planned: release it for a process that has it
+            self.store.release_job(
+                job.job_id, owner=self.owner, retry_at=started + self.config.interval_seconds
+            )
+            return
+        try:
+            spans, target = self.load_target(job)
+        except Exception as exc:  # a broken store row must not stop the other jobs
+            logger.warning("could not load spans for job %s: %s", job.job_id, exc)
+            spans, target = [], None
+        record = new_record(rule, job, target, started)
+        if target is None:
+            mark_skipped(record, "target spans not found in the store (deleted by retention?)")
+            report.missing += 1
+        else:
+            case = build_case(rule, target, spans)
+            if isinstance(case, Skip):
+                mark_skipped(record, case.reason)
+                report.missing += 1
+            else:
+                metric = rule.metric.clone()
+                # a failing judge leaves its error on the metric; to_data() carries it
+                with contextlib.suppress(Exception):
+                    await metric.a_measure(case)
+                fill_from_metric(record, metric.to_data())
+                if record.status == "error":
+                    if self._retry_later(job, record, report):
+                        return
+                    report.errors += 1
+                else:
+                    report.scored += 1
+                    if record.cost:
+                        self.planner.record_cost(rule.name, record.cost, self.clock())
+        record.finished_at = self.clock()
+        if not self.store.complete_job(
+            job.job_id, owner=self.owner, record=record, now=record.finished_at
+        ):
+            # our lease expired and another evaluator took the job: its result is the one kept
+            report.lost_lease += 1
+            return
+        if self.emitter is not None:
+            self.emitter.emit(record, job.job_id)
+        if self.telemetry is not None:
+            self.telemetry.record_evaluation(record)
+
+    def _retry_later(self, job: Job, record: EvaluationRecord, report: TickReport) -> bool:
+        if record.error_type not in TRANSIENT_ERRORS or job.attempts >= self.config.max_attempts:
+            return False
+        self.store.release_job(
+            job.job_id,
+            owner=self.owner,
+            retry_at=self.clock() + delay_after(self._wait, job.attempts),
+        )
+        report.retried += 1
+        return True
+
+    def load_target(self, job: Job) -> tuple[list[SpanRecord], Target | None]:
+        """The spans a job's case is rebuilt from, and its target among them (None if gone)."""
+        rule = self.rules[job.rule]
+        if job.target_type == "conversation":
+            spans = self.store.conversation_spans(job.target_id)
+            return spans, conversation_target(job.target_id, spans)
+        spans = self.store.trace_spans(job.trace_id) if job.trace_id else []
+        for target in find_targets(rule, spans):
+            if target.target_id == job.target_id:
+                return spans, target
+        return spans, None
+
+
+def new_record(rule: Rule, job: Job, target: Target | None, started: float) -> EvaluationRecord:
+    """The result of ``job`` before its evaluation: who, what, where, when."""
+    response_id = None
+    if target is not None and target.span is not None:
+        value = target.span.attributes.get(attrs.GEN_AI_RESPONSE_ID)
+        response_id = value if isinstance(value, str) and value else None
+    return EvaluationRecord(
+        rule=rule.name,
+        metric=rule.metric.name,
+        target_type=job.target_type,
+        target_id=job.target_id,
+        trace_id=job.trace_id,
+        span_id=job.span_id,
+        sample_rate=job.sample_rate,
+        service_name=target.service_name if target else None,
+        response_id=response_id,
+        target_end_unix_nano=target.end_unix_nano if target else None,
+        threshold=getattr(rule.metric, "threshold", None),
+        strict_mode=bool(getattr(rule.metric, "strict_mode", False)),
+        started_at=started,
+    )
+
+
+def mark_skipped(record: EvaluationRecord, reason: str) -> None:
+    record.status = "skipped"
+    record.skip_reason = reason
+    record.error_type = "missing_field"
+
+
+def fill_from_metric(record: EvaluationRecord, data: Any) -> None:
+    """Copy a measured metric's outcome (``metric.to_data()``) onto ``record``."""
+    record.judge_model = data.judge_model
+    record.input_tokens = data.input_tokens or 0
+    record.output_tokens = data.output_tokens or 0
+    record.cost = data.evaluation_cost
+    record.judge_calls = data.judge_calls or 0
+    record.threshold = data.threshold
+    record.strict_mode = bool(data.strict_mode)
+    record.verdicts = data.verdicts
+    if data.error is not None or data.score is None:
+        record.status = "error"
+        record.error_type = data.error_type or "evaluation_error"
+        record.error_message = data.error or "the metric produced no score"
+        return
+    record.status = "scored"
+    record.score = float(data.score)
+    record.success = bool(data.success)
+    record.label = "pass" if record.success else "fail"
+    record.reason = data.reason
