@@ -71,6 +71,10 @@ def record(rec: harness.Recording) -> None:
             associations.append((AssociationProperty.SESSION_ID, turn.session_id))
         Associations.set(associations)
         support_agent(turn.question)
+    rec.note(
+        "OTel SDK 1.45.1 / contrib 0.66b1: traceloop-sdk needs "
+        "opentelemetry-instrumentation-sqlalchemy, which the registry lacks at 0.66b2"
+    )
     provider: Any = trace.get_tracer_provider()
     provider.force_flush()
     provider.shutdown()

@@ -101,6 +101,12 @@ def record(rec: harness.Recording) -> None:
             agent.output_messages = [
                 OutputMessage(role="assistant", parts=[Text(content=answer)], finish_reason="stop")
             ]
+    rec.note(
+        "agent and retrieval spans made with opentelemetry-util-genai's TelemetryHandler "
+        "(1.1b0: the newest that openai-v2 2.4b0 imports); gen_ai.conversation.id is on the "
+        "invoke_agent span only, not on the chat span"
+    )
+    rec.note("the system prompt stays a system message inside gen_ai.input.messages")
     tracer_provider.force_flush()
     logger_provider.force_flush()
     tracer_provider.shutdown()
