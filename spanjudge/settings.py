@@ -88,7 +88,12 @@ class WorkerSettings(BaseSettings):
     judge_timeout: float = Field(60.0, gt=0)
     judge_max_concurrency: int = Field(8, ge=1)
     judge_options: dict[str, Any] = Field(default_factory=dict)
-    downstream_endpoint: str | None = None  # else OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
+    downstream_endpoint: str | None = None  # else OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT
+    # How results leave: "span" (evaluation span under the evaluated span, /v1/traces) and/or
+    # "event" (gen_ai.evaluation.result log record on the evaluated span, /v1/logs)
+    outputs: list[Literal["span", "event"]] = Field(
+        default_factory=lambda: ["span", "event"], min_length=1
+    )
     service_name: str = "spanjudge-worker"
     rules: list[RuleConfig] = Field(default_factory=list)
     rules_entrypoint: str | None = None  # "module:function" returning a list of Rule

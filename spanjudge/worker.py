@@ -171,6 +171,7 @@ class Worker:
         *,
         judge: Any = None,
         span_exporter: Any = None,
+        log_exporter: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -194,13 +195,21 @@ class Worker:
         self.meter_provider = prometheus_meter_provider(self.registry)
         self.telemetry = Telemetry(self.meter_provider)
         self.telemetry.prime([rule.name for rule in self.rules])
+        outputs = list(settings.outputs)
+        injected_spans_only = span_exporter is not None and log_exporter is None
+        if injected_spans_only and "outputs" not in settings.model_fields_set:
+            outputs = ["span"]  # injected exporters name the outputs, as in ScoreEmitter
         if span_exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            endpoint = settings.downstream_endpoint
-            if endpoint and not endpoint.rstrip("/").endswith("/v1/traces"):
-                endpoint = endpoint.rstrip("/") + "/v1/traces"
+            endpoint = _signal_url(settings.downstream_endpoint, "traces")
             span_exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+        if log_exporter is None and "event" in outputs:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            # OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT and friends apply when no downstream is set
+            endpoint = _signal_url(settings.downstream_endpoint, "logs")
+            log_exporter = OTLPLogExporter(endpoint=endpoint) if endpoint else OTLPLogExporter()
         self.span_exporter = span_exporter
         self.resource = Resource.create({SERVICE_NAME: settings.service_name})
         store_options: dict[str, Any] = {}
@@ -208,7 +217,11 @@ class Worker:
             store_options["schema"] = settings.store_schema
         self.store = open_store(settings.store_url, **store_options)
         self.emitter = ScoreEmitter(
-            span_exporter=span_exporter, resource=self.resource, telemetry=self.telemetry
+            outputs=outputs,
+            span_exporter=span_exporter if "span" in outputs else None,
+            log_exporter=log_exporter if "event" in outputs else None,
+            resource=self.resource,
+            telemetry=self.telemetry,
         )
         self.enricher: Any = None
         if settings.mode == "enrich":
@@ -325,6 +338,18 @@ class Worker:
             self.shutdown()
         logger.warning("spanjudge worker stopped")
         return 0
+
+
+def _signal_url(endpoint: str | None, signal: str) -> str | None:
+    """The downstream URL of one OTLP signal: a base URL gets ``/v1/<signal>`` appended, a URL
+    ending in another signal's path gets it swapped (``.../v1/traces`` -> ``.../v1/logs``)."""
+    if not endpoint:
+        return None
+    base = endpoint.rstrip("/")
+    for other in ("/v1/traces", "/v1/logs"):
+        if base.endswith(other):
+            base = base[: -len(other)]
+    return f"{base}/v1/{signal}"
 
 
 _SECRET_PARAMS = {"password", "passwd", "pass", "sslpassword"}
