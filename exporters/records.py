@@ -60,6 +60,28 @@ class SpanRecord:
         return not self.parent_span_id
 
 
+@dataclass(slots=True)
+class LogEvent:
+    """A GenAI content event that arrived as an OTLP log record, kept to be joined to its span.
+
+    Instrumentations in an event content mode (the official OpenAI instrumentation's
+    ``event_only``: ``gen_ai.client.inference.operation.details``; older releases: one
+    ``gen_ai.user.message`` / ``gen_ai.choice`` ... record per message) send the messages as
+    log records carrying the span's trace id and span id instead of span attributes. Producers:
+    the receiver's ``/v1/logs`` and the in-process log record processor; consumer: the span
+    reading layer, which reads them as part of their span. Ids as in :class:`SpanRecord`.
+    """
+
+    trace_id: str
+    span_id: str | None
+    event_name: str
+    time_unix_nano: int
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    body: Any = None
+    resource: dict[str, AttributeValue] = field(default_factory=dict)
+    scope_name: str | None = None
+
+
 def evaluation_span_id(rule: str, target_type: str, target_id: str) -> str:
     """The evaluation span's id, derived from (rule, target) so a re-emitted result is the
     same span and a backend that de-duplicates by id shows it once. 16 lower-case hex chars,
