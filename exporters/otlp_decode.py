@@ -1,4 +1,5 @@
-"""Decode OTLP trace export bodies (protobuf or OTLP/JSON) into :class:`SpanRecord` objects.
+"""Decode OTLP export bodies (protobuf or OTLP/JSON): traces into :class:`SpanRecord` objects,
+logs into the GenAI content events among them (:class:`LogEvent`).
 
 The records are the same as :func:`spanjudge.exporters.store_exporter.span_to_record` builds from
 the SDK span that was sent: lower-case hex ids, nanosecond times, ``kind`` and ``status_code`` as
@@ -11,6 +12,7 @@ a 400 response; nothing else escapes, whatever the bytes.
 Example::
 
     records = decode_traces(body, "application/x-protobuf")
+    events = decode_logs(body, "application/json")
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from collections import Counter
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge.exporters.records import LogEvent, SpanEvent, SpanRecord
+from spanjudge.tracer import attributes as attrs
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -49,8 +55,21 @@ _ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId"
 _MAX_DEPTH = 64  # nesting we accept in AnyValue (arrays / kvlists inside each other)
 
 
+# Log records kept by decode_logs(): GenAI content events, never our own evaluation results
+# (reading those back as content would evaluate our own output).
+GENAI_EVENT_PREFIX = "gen_ai."
+# Where SDKs before the LogRecord.event_name field (OTLP 1.5) put the event name.
+EVENT_NAME_ATTRIBUTE = "event.name"
+# Why a log record was not kept (keys of the ``ignored`` counter of decode_logs()).
+IGNORED_NOT_GENAI = "not_genai"
+IGNORED_OWN_RESULT = "own_result"
+IGNORED_NO_TRACE = "no_trace_id"
+
+_Request = TypeVar("_Request", bound=Message)
+
+
 class OtlpDecodeError(ValueError):
-    """The body is not a valid OTLP trace export request; the message says why."""
+    """The body is not a valid OTLP export request; the message says why."""
 
 
 def _any_value(value: AnyValue, depth: int = 0) -> Any:
@@ -139,14 +158,20 @@ def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> Spa
     )
 
 
+def _parse_protobuf(body: bytes, request: _Request) -> _Request:
+    what = type(request).__name__
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise OtlpDecodeError(f"malformed protobuf {what}: {exc}") from None
+    except Exception as exc:  # the C decoder may raise other types on hostile bytes
+        raise OtlpDecodeError(f"malformed protobuf {what}: {exc}") from None
+    return request
+
+
 def decode_protobuf(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
     """Decode a binary ``ExportTraceServiceRequest`` (``rejected``: see records_from_request)."""
-    try:
-        request = ExportTraceServiceRequest.FromString(body)
-    except (DecodeError, RecursionError, ValueError) as exc:
-        raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
-    except Exception as exc:  # the C decoder may raise other types on hostile bytes
-        raise OtlpDecodeError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from None
+    request = _parse_protobuf(body, ExportTraceServiceRequest())
     return _records_or_error(request, rejected)
 
 
@@ -192,9 +217,7 @@ def _printable(exc: BaseException) -> str:
     return str(exc).encode("utf-8", "replace").decode("utf-8")
 
 
-def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
-    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
-    names, int64 as strings or numbers, enums as ints or names)."""
+def _parse_json(body: bytes, request: _Request) -> _Request:
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -202,7 +225,6 @@ def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanR
     if not isinstance(data, dict):
         raise OtlpDecodeError("OTLP/JSON body must be an object")
     _rewrite_ids(data)
-    request = ExportTraceServiceRequest()
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
     except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
@@ -210,7 +232,13 @@ def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanR
     except SystemError:
         # protobuf's C extension fails this way on a "\ud800" escape (not valid UTF-8)
         raise OtlpDecodeError("invalid OTLP/JSON: a string is not valid UTF-8") from None
-    return _records_or_error(request, rejected)
+    return request
+
+
+def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
+    names, int64 as strings or numbers, enums as ints or names)."""
+    return _records_or_error(_parse_json(body, ExportTraceServiceRequest()), rejected)
 
 
 def decode_traces(
@@ -222,3 +250,120 @@ def decode_traces(
     if content_type == JSON:
         return decode_json(body, rejected=rejected)
     raise OtlpDecodeError(f"unsupported content type {content_type!r}")
+
+
+# --- logs ---------------------------------------------------------------------------------------
+def content_event_name(event_name: str, attributes: dict[str, Any]) -> str | None:
+    """The name of a GenAI content event, or None for a record that is not one.
+
+    The name is the record's ``event_name`` field, else its ``event.name`` attribute (SDKs
+    before the field existed). Kept: names starting with ``gen_ai.``, except our own
+    ``gen_ai.evaluation.result``. Shared by the receiver and the in-process log exporter.
+
+    Example::
+
+        assert content_event_name("gen_ai.client.inference.operation.details", {})
+        assert content_event_name("", {"event.name": "gen_ai.evaluation.result"}) is None
+    """
+    name = event_name or attributes.get(EVENT_NAME_ATTRIBUTE)
+    if not isinstance(name, str) or not name.startswith(GENAI_EVENT_PREFIX):
+        return None
+    return None if name == attrs.GEN_AI_EVALUATION_RESULT_EVENT else name
+
+
+def _ignored_reason(event_name: str, attributes: dict[str, Any]) -> str:
+    name = event_name or attributes.get(EVENT_NAME_ATTRIBUTE)
+    if name == attrs.GEN_AI_EVALUATION_RESULT_EVENT:
+        return IGNORED_OWN_RESULT
+    return IGNORED_NOT_GENAI
+
+
+def _log_event(
+    record: LogRecord,
+    resource: dict[str, Any],
+    scope_name: str | None,
+    ignored: Counter[str] | None,
+) -> LogEvent | None:
+    attributes = _attributes(record.attributes)
+    name = content_event_name(record.event_name, attributes)
+    if name is None:
+        # not ours to store: its ids are not checked, a bad one must not fail the batch
+        if ignored is not None:
+            ignored[_ignored_reason(record.event_name, attributes)] += 1
+        return None
+    if not any(record.trace_id):  # absent or all zeros: logged outside any span
+        if ignored is not None:
+            ignored[IGNORED_NO_TRACE] += 1
+        return None
+    trace_id = _hex_id(record.trace_id, 16, "trace id")
+    assert trace_id is not None
+    span_id = _hex_id(record.span_id, 8, "span id", optional=True) if any(record.span_id) else None
+    return LogEvent(
+        trace_id=trace_id,
+        span_id=span_id,
+        event_name=name,
+        time_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
+        attributes=attributes,
+        body=_any_value(record.body) if record.HasField("body") else None,
+        resource=dict(resource),
+        scope_name=scope_name,
+    )
+
+
+def events_from_request(
+    request: ExportLogsServiceRequest,
+    rejected: list[str] | None = None,
+    ignored: Counter[str] | None = None,
+) -> list[LogEvent]:
+    """The GenAI content events of a decoded logs request, in order.
+
+    Other records are left out and counted in ``ignored`` by reason (``not_genai``,
+    ``own_result``, ``no_trace_id``). A kept record with an invalid id raises
+    :class:`OtlpDecodeError`, unless ``rejected`` is a list (as in records_from_request).
+    """
+    events: list[LogEvent] = []
+    for rl in request.resource_logs:
+        resource = _attributes(rl.resource.attributes)
+        for sl in rl.scope_logs:
+            scope_name = sl.scope.name if sl.HasField("scope") else None
+            for record in sl.log_records:
+                try:
+                    event = _log_event(record, resource, scope_name, ignored)
+                except OtlpDecodeError as exc:
+                    if rejected is None:
+                        raise
+                    rejected.append(str(exc))
+                    continue
+                if event is not None:
+                    events.append(event)
+    return events
+
+
+def decode_logs(
+    body: bytes,
+    media_type: str,
+    *,
+    rejected: list[str] | None = None,
+    ignored: Counter[str] | None = None,
+) -> list[LogEvent]:
+    """Decode an ``ExportLogsServiceRequest`` by media type (``application/x-protobuf`` or
+    ``application/json``, hex ids) into its GenAI content events; see events_from_request for
+    ``rejected`` and ``ignored``. Any malformed input raises :class:`OtlpDecodeError`.
+
+    Example::
+
+        skipped: Counter[str] = Counter()
+        events = decode_logs(body, "application/x-protobuf", ignored=skipped)
+    """
+    if media_type == PROTOBUF:
+        request = _parse_protobuf(body, ExportLogsServiceRequest())
+    elif media_type == JSON:
+        request = _parse_json(body, ExportLogsServiceRequest())
+    else:
+        raise OtlpDecodeError(f"unsupported content type {media_type!r}")
+    try:
+        return events_from_request(request, rejected, ignored)
+    except OtlpDecodeError:
+        raise
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise OtlpDecodeError(f"invalid log record data: {exc}") from None

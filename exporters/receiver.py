@@ -1,18 +1,22 @@
-"""An OTLP/HTTP trace receiver (``POST /v1/traces``) that hands decoded spans to a sink.
+"""An OTLP/HTTP receiver: ``POST /v1/traces`` hands decoded spans to a sink, ``POST /v1/logs``
+the GenAI content events among the log records to a second one (404 without it).
 
-It speaks what an OpenTelemetry SDK or a Collector's ``otlphttp`` exporter expects, so they
-retry exactly when they should: 200 with an ``ExportTraceServiceResponse`` in the request's
-encoding; 400 for a malformed body (a ``google.rpc.Status`` message says why); 401 without the
-right bearer token (compared in constant time); 413 over the body or decompressed-size limit
-(checked on ``Content-Length`` first, then while streaming, so a gzip bomb never inflates past
-the limit); 415 for other media types or content encodings; 503 with ``Retry-After`` when the
-store is not keeping up (``backpressure()`` returns seconds, or the sink raises
-:class:`Backpressure` or fails). ``GET /healthz`` (live), ``GET /readyz`` (``ready()``) and an
-optional ``/metrics`` mount complete it.
+Both signals share one request handler. It speaks what an OpenTelemetry SDK or a Collector's
+``otlphttp`` exporter expects, so they retry exactly when they should: 200 with an
+``ExportTraceServiceResponse`` (``ExportLogsServiceResponse``) in the request's encoding; 400
+for a malformed body (a ``google.rpc.Status`` message says why); 401 without the right bearer
+token (compared in constant time); 413 over the body or decompressed-size limit (checked on
+``Content-Length`` first, then while streaming, so a gzip bomb never inflates past the limit);
+415 for other media types or content encodings; 503 with ``Retry-After`` when the store is not
+keeping up (``backpressure()`` returns seconds, or the sink raises :class:`Backpressure` or
+fails). ``GET /healthz`` (live), ``GET /readyz`` (``ready()``) and an optional ``/metrics``
+mount complete it.
 
 Example::
 
-    app = create_receiver_app(sink=store.write_spans, bearer_token="s3cret")
+    app = create_receiver_app(
+        sink=store.write_spans, log_sink=store.write_logs, bearer_token="s3cret"
+    )
     serve_receiver(app, host="127.0.0.1", port=4318)
 """
 
@@ -24,11 +28,15 @@ import math
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -36,13 +44,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from spanjudge.exporters.otlp_decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
-from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.otlp_decode import (
+    JSON,
+    PROTOBUF,
+    OtlpDecodeError,
+    decode_logs,
+    decode_traces,
+)
+from spanjudge.exporters.records import LogEvent, SpanRecord
 from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.receiver")
 
 Sink = Callable[[list[SpanRecord]], None]
+LogSink = Callable[[list[LogEvent]], None]
 
 # google.rpc.Code values for the Status body
 _GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14, 500: 13}
@@ -85,17 +100,44 @@ def _status_body(status: int, message: str, media_type: str) -> Response:
     return JSONResponse({"code": code, "message": message}, status_code=status)
 
 
-def _success(media: str, rejected: list[str]) -> Response:
-    # Spans with invalid ids are dropped alone, not the whole batch: OTLP partial success
-    # tells the client how many, and it must not retry them.
-    message = ExportTraceServiceResponse()
-    if rejected:
-        message.partial_success.rejected_spans = len(rejected)
-        more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
-        message.partial_success.error_message = rejected[0] + more
-    if media == PROTOBUF:
-        return Response(message.SerializeToString(), media_type=PROTOBUF)
-    return Response(json_format.MessageToJson(message, indent=None), media_type=JSON)
+@dataclass(frozen=True)
+class _Signal:
+    """What differs between /v1/traces and /v1/logs: the decoder, the answer, the words."""
+
+    items: str  # "spans" | "log records", for messages
+    decode: Callable[[bytes, str, list[str]], Sequence[Any]]
+    response: Callable[[], Any]  # ExportTraceServiceResponse | ExportLogsServiceResponse
+    rejected_field: str  # its partial_success counter
+
+    def success(self, media: str, rejected: list[str]) -> Response:
+        # Items with invalid ids are dropped alone, not the whole batch: OTLP partial success
+        # tells the client how many, and it must not retry them.
+        message: Message = self.response()
+        if rejected:
+            setattr(message.partial_success, self.rejected_field, len(rejected))  # type: ignore[attr-defined]
+            more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+            message.partial_success.error_message = rejected[0] + more  # type: ignore[attr-defined]
+        if media == PROTOBUF:
+            return Response(message.SerializeToString(), media_type=PROTOBUF)
+        return Response(json_format.MessageToJson(message, indent=None), media_type=JSON)
+
+
+def _decode_logs(body: bytes, media: str, rejected: list[str]) -> list[LogEvent]:
+    ignored: Counter[str] = Counter()
+    events = decode_logs(body, media, rejected=rejected, ignored=ignored)
+    if ignored:
+        # other logs share the pipeline (a Collector forwards all of them): expected, quiet
+        logger.debug("receiver ignored log records: %s", dict(ignored))
+    return events
+
+
+_TRACES = _Signal(
+    "spans",
+    lambda body, media, rejected: decode_traces(body, media, rejected=rejected),
+    ExportTraceServiceResponse,
+    "rejected_spans",
+)
+_LOGS = _Signal("log records", _decode_logs, ExportLogsServiceResponse, "rejected_log_records")
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
@@ -149,6 +191,7 @@ def gunzip_limited(data: bytes, limit: int) -> bytes:
 def create_receiver_app(
     *,
     sink: Sink,
+    log_sink: LogSink | None = None,
     bearer_token: str | None = None,
     max_body_bytes: int = 8 * 2**20,
     max_decompressed_bytes: int = 64 * 2**20,
@@ -157,12 +200,14 @@ def create_receiver_app(
     telemetry: Telemetry | None = None,
     metrics_app: Any = None,
 ) -> Starlette:
-    """Build the receiver's ASGI app; ``sink(records)`` runs in a worker thread per request.
+    """Build the receiver's ASGI app; ``sink(records)`` (spans) and ``log_sink(events)`` (GenAI
+    content events from ``/v1/logs``, served only when given) run in a worker thread per request.
 
     Example::
 
         received: list[SpanRecord] = []
-        app = create_receiver_app(sink=received.extend)
+        events: list[LogEvent] = []
+        app = create_receiver_app(sink=received.extend, log_sink=events.extend)
     """
     expected = bearer_token.encode() if bearer_token else None
 
@@ -181,15 +226,15 @@ def create_receiver_app(
             )
 
     def decode_body(
-        body: bytes, media: str, content_encoding: str
-    ) -> tuple[list[SpanRecord], list[str]]:
+        signal: _Signal, body: bytes, media: str, content_encoding: str
+    ) -> tuple[Sequence[Any], list[str]]:
         if content_encoding == "gzip":
             body = gunzip_limited(body, max_decompressed_bytes)
         elif len(body) > max_decompressed_bytes:
             raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
         rejected: list[str] = []
         try:
-            return decode_traces(body, media, rejected=rejected), rejected
+            return signal.decode(body, media, rejected), rejected
         except OtlpDecodeError as exc:
             raise Rejected(400, str(exc)) from None
 
@@ -197,7 +242,9 @@ def create_receiver_app(
         if telemetry is not None:
             telemetry.record_receiver_request(status, encoding, spans)
 
-    async def traces(request: Request) -> Response:
+    async def export(
+        request: Request, signal: _Signal, store: Callable[[list[Any]], None]
+    ) -> Response:
         media = _media_type(request.headers.get("content-type"))
         encoding = {PROTOBUF: "protobuf", JSON: "json"}.get(media, "other")
         reply_media = media if media in (PROTOBUF, JSON) else JSON
@@ -217,10 +264,12 @@ def create_receiver_app(
             body = await _read_limited(request, max_body_bytes)
             # Inflating and decoding megabytes is CPU work: off the event loop, so health
             # probes and other requests are answered meanwhile.
-            records, rejected = await run_in_threadpool(decode_body, body, media, content_encoding)
+            records, rejected = await run_in_threadpool(
+                decode_body, signal, body, media, content_encoding
+            )
             if records:
                 try:
-                    await run_in_threadpool(sink, records)
+                    await run_in_threadpool(store, list(records))
                 except Backpressure as exc:
                     raise Rejected(
                         503, str(exc), {"Retry-After": _retry_after(exc.retry_after)}
@@ -231,7 +280,7 @@ def create_receiver_app(
                     logger.warning("receiver sink failed", exc_info=True)
                     raise Rejected(
                         503,
-                        f"could not store spans: {type(exc).__name__}",
+                        f"could not store {signal.items}: {type(exc).__name__}",
                         {"Retry-After": _retry_after(DEFAULT_RETRY_AFTER)},
                     ) from None
         except Rejected as reject:
@@ -239,8 +288,16 @@ def create_receiver_app(
             response = _status_body(reject.status, reject.message, reply_media)
             response.headers.update(reject.headers)
             return response
-        answer(200, media, encoding, len(records))
-        return _success(media, rejected)
+        # the span counter counts spans only; log requests are counted by code and encoding
+        answer(200, media, encoding, len(records) if signal is _TRACES else 0)
+        return signal.success(media, rejected)
+
+    async def traces(request: Request) -> Response:
+        return await export(request, _TRACES, sink)
+
+    async def logs(request: Request) -> Response:
+        assert log_sink is not None  # routed only when given
+        return await export(request, _LOGS, log_sink)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -260,6 +317,8 @@ def create_receiver_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
+    if log_sink is not None:
+        routes.append(Route("/v1/logs", logs, methods=["POST"]))
     if metrics_app is not None:
         # Served at exactly /metrics (no redirect to /metrics/), where Prometheus scrapes.
         routes.append(Route("/metrics", _AsgiEndpoint(metrics_app), methods=["GET"]))

@@ -14,8 +14,9 @@ Example::
         spans = store.trace_spans(trace_id)
 
 Each consumer depends on the part it uses, as the OpenTelemetry SDK keeps its exporter interface
-to a few methods: :class:`SpanLog` (spans in, settled targets out), :class:`JobQueue`,
-:class:`ResultStore`, :class:`Outbox` (enrich mode) and :class:`StoreAdmin`. :class:`SpanStore`
+to a few methods: :class:`SpanLog` (spans in, settled targets out), :class:`EventLog` (GenAI
+content log events in, by trace out), :class:`JobQueue`, :class:`ResultStore`, :class:`Outbox`
+(enrich mode) and :class:`StoreAdmin`. :class:`SpanStore`
 is all of them: what ``open_store()`` returns.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge.exporters.records import EvaluationRecord, LogEvent, SpanRecord
 
 # A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
 # many settle periods without a new span, so orphans cannot hang in the backlog forever.
@@ -195,8 +196,34 @@ class SpanLog(Protocol):
         ...
 
     def delete_older_than(self, cutoff: float) -> int:
-        """Retention: delete spans that arrived before ``cutoff`` and the trace/conversation
-        rows last touched before it. Jobs and results are kept. Returns spans deleted."""
+        """Retention: delete spans and log events that arrived before ``cutoff`` and the
+        trace/conversation rows last touched before it. Jobs and results are kept. Returns
+        spans deleted."""
+        ...
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """GenAI content events that arrived as log records, kept to be read with their spans.
+
+    A log write counts as activity on its trace: the trace settles ``settle_seconds`` after
+    its last span *or* log event, so content that arrives after the spans is in before the
+    trace is planned (and a log that arrives first creates the trace's row).
+
+    Example::
+
+        events.write_logs(decode_logs(body, "application/x-protobuf"), now=time.time())
+        for event in events.trace_logs([trace_id]):
+            print(event.span_id, event.event_name)
+    """
+
+    def write_logs(self, events: Sequence[LogEvent], *, now: float | None = None) -> None:
+        """Store events; ``now`` is their arrival time (default: the wall clock). An event
+        already stored (same trace, span, name, time and content) is not stored twice."""
+        ...
+
+    def trace_logs(self, trace_ids: Sequence[str]) -> list[LogEvent]:
+        """Every stored event of these traces, by time (then arrival order)."""
         ...
 
 
@@ -348,9 +375,9 @@ class StoreAdmin(Protocol):
 
 
 @runtime_checkable
-class SpanStore(SpanLog, JobQueue, ResultStore, Outbox, StoreAdmin, Protocol):
-    """The whole store: spans in, settled targets and leased jobs out, results kept exactly
-    once, and the enrich-mode outbox. ``open_store()`` returns one.
+class SpanStore(SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, Protocol):
+    """The whole store: spans and their content log events in, settled targets and leased
+    jobs out, results kept exactly once, and the enrich-mode outbox. ``open_store()`` returns one.
 
     Implementations: :class:`~spanjudge.exporters.store.SQLiteStore` (default, embedded) and
     :class:`~spanjudge.exporters.store.PostgresStore` (several workers on one database).

@@ -128,6 +128,26 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS results_event_unemitted ON results (job_id)"
         " WHERE event_emitted_at IS NULL",
     ],
+    [
+        # GenAI content events that arrived as log records (event content modes), joined to
+        # their span by (trace_id, span_id) when the trace is read. OTLP log records carry no
+        # id of their own: event_key, a digest of the whole event, makes a client's retry of a
+        # stored batch a no-op. The unique index leads with trace_id, so it serves reads too.
+        """CREATE TABLE IF NOT EXISTS log_events (
+            event_id {id_pk},
+            trace_id TEXT NOT NULL,
+            span_id TEXT,
+            event_name TEXT NOT NULL,
+            time_ns {bigint} NOT NULL,
+            attributes TEXT NOT NULL,
+            body TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            scope_name TEXT,
+            arrived_at {real} NOT NULL,
+            event_key TEXT NOT NULL)""",
+        "CREATE UNIQUE INDEX IF NOT EXISTS log_events_trace ON log_events (trace_id, event_key)",
+        "CREATE INDEX IF NOT EXISTS log_events_arrived ON log_events (arrived_at)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,7 +1,8 @@
 """The one SQL store both backends share; only connections and a few dialect words differ.
 
 :class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
-own module: ``spans`` (the span log), ``jobs``, ``results``, ``outbox`` and ``stats``. The
+own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
+``outbox`` and ``stats``. The
 schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
 subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
@@ -19,6 +20,7 @@ from abc import abstractmethod
 from spanjudge.exporters.store.base import SpanStore
 from spanjudge.exporters.store.core import Cursor, SqlCore
 from spanjudge.exporters.store.jobs import JobQueries
+from spanjudge.exporters.store.logs import LogQueries
 from spanjudge.exporters.store.outbox import OutboxQueries
 from spanjudge.exporters.store.results import ResultQueries
 from spanjudge.exporters.store.schema import (
@@ -33,7 +35,9 @@ from spanjudge.exporters.store.stats import StatsQueries
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
 
 
-class SqlStore(SpanQueries, JobQueries, ResultQueries, OutboxQueries, StatsQueries, SpanStore):
+class SqlStore(
+    SpanQueries, LogQueries, JobQueries, ResultQueries, OutboxQueries, StatsQueries, SpanStore
+):
     """:class:`SpanStore` over a DB-API connection; subclasses supply transactions and dialect.
 
     Naming :class:`SpanStore` as a base makes mypy check every query group against its
@@ -59,6 +63,14 @@ class SqlStore(SpanQueries, JobQueries, ResultQueries, OutboxQueries, StatsQueri
     def schema_version(self) -> int:
         with self.transaction(write=False) as cur:
             return current_version(cur)
+
+    # ---------------------------------------------------------------- retention
+    def delete_older_than(self, cutoff: float) -> int:
+        # spans and log events age alike; a log event outlives its span only by its own
+        # arrival time (it arrived later)
+        deleted = super().delete_older_than(cutoff)
+        self._delete_logs_older_than(cutoff)
+        return deleted
 
     # ---------------------------------------------------------------- lifetime
     @abstractmethod
