@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -253,7 +254,7 @@ def decode_traces(
 
 
 # --- logs ---------------------------------------------------------------------------------------
-def content_event_name(event_name: str, attributes: dict[str, Any]) -> str | None:
+def content_event_name(event_name: str, attributes: Mapping[str, Any]) -> str | None:
     """The name of a GenAI content event, or None for a record that is not one.
 
     The name is the record's ``event_name`` field, else its ``event.name`` attribute (SDKs
@@ -271,7 +272,9 @@ def content_event_name(event_name: str, attributes: dict[str, Any]) -> str | Non
     return None if name == attrs.GEN_AI_EVALUATION_RESULT_EVENT else name
 
 
-def _ignored_reason(event_name: str, attributes: dict[str, Any]) -> str:
+def ignored_reason(event_name: str, attributes: Mapping[str, Any]) -> str:
+    """Why a record :func:`content_event_name` turned down is ignored (``own_result`` for our
+    own ``gen_ai.evaluation.result``, else ``not_genai``)."""
     name = event_name or attributes.get(EVENT_NAME_ATTRIBUTE)
     if name == attrs.GEN_AI_EVALUATION_RESULT_EVENT:
         return IGNORED_OWN_RESULT
@@ -289,7 +292,7 @@ def _log_event(
     if name is None:
         # not ours to store: its ids are not checked, a bad one must not fail the batch
         if ignored is not None:
-            ignored[_ignored_reason(record.event_name, attributes)] += 1
+            ignored[ignored_reason(record.event_name, attributes)] += 1
         return None
     if not any(record.trace_id):  # absent or all zeros: logged outside any span
         if ignored is not None:

@@ -1,4 +1,5 @@
-"""``spanjudge.configure()``: export spans over OTLP/HTTP and set the capture policy.
+"""``spanjudge.configure()``: export spans over OTLP/HTTP and set the capture policy; optionally
+keep the GenAI content log events of instrumentations in a store (in-process mode).
 
 The SDK and the OTLP exporter are imported inside :func:`configure`, so ``import spanjudge``
 does not pay for protobuf and requests.
@@ -17,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 from spanjudge.tracer import capture
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    from spanjudge.exporters.store.base import EventLog
 
 logger = logging.getLogger("spanjudge")
 
@@ -38,23 +42,33 @@ class Tracing:
     provider: TracerProvider
     processors: list[SpanProcessor] = field(default_factory=list)
     owns_provider: bool = False
+    # configure(log_store=...): the logger provider and the store's log record processor
+    logger_provider: LoggerProvider | None = None
+    log_processors: list[LogRecordProcessor] = field(default_factory=list)
+    owns_logger_provider: bool = False
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         ok = True
-        for processor in self.processors:
+        for processor in [*self.processors, *self.log_processors]:
             ok = processor.force_flush(timeout_millis) and ok
         return ok
 
     def shutdown(self) -> None:
-        registry: dict[Any, Any] = getattr(self.provider, _REGISTRY_ATTR, {})
-        with _lock:
-            for key in [k for k, p in registry.items() if p in self.processors]:
-                del registry[key]
-        if self.owns_provider:
-            self.provider.shutdown()
-            return
-        for processor in self.processors:
-            processor.shutdown()
+        _stop(self.provider, self.processors, owns=self.owns_provider)
+        if self.logger_provider is not None:
+            _stop(self.logger_provider, self.log_processors, owns=self.owns_logger_provider)
+
+
+def _stop(provider: Any, processors: list[Any], *, owns: bool) -> None:
+    registry: dict[Any, Any] = getattr(provider, _REGISTRY_ATTR, {})
+    with _lock:
+        for key in [k for k, p in registry.items() if p in processors]:
+            del registry[key]
+    if owns:
+        provider.shutdown()
+        return
+    for processor in processors:
+        processor.shutdown()
 
 
 def _traces_url(endpoint: str) -> str:
@@ -75,6 +89,7 @@ def configure(
     span_processors: Iterable[SpanProcessor] = (),
     export_otlp: bool = True,
     resource_attributes: Mapping[str, str] | None = None,
+    log_store: EventLog | None = None,
 ) -> Tracing:
     """Send ``@observe`` spans over OTLP/HTTP (protobuf) and set what they capture.
 
@@ -86,7 +101,12 @@ def configure(
 
     ``capture_content`` defaults to ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (on
     when unset); ``redact(key, value) -> value`` sees every captured string before it leaves the
-    process; ``pii=True`` masks emails, phone and card numbers::
+    process; ``pii=True`` masks emails, phone and card numbers.
+
+    ``log_store`` (opt-in): instrumentations that send message content as log records (the
+    official OpenAI instrumentation's ``event_only`` mode) have their GenAI content events
+    written to this store, to be read with their spans. The processor goes on the installed SDK
+    ``LoggerProvider``, or on one spanjudge installs (with the tracer provider's resource)::
 
         tracing = spanjudge.configure(service_name="support-bot",
                                       otlp_endpoint="http://localhost:4318")
@@ -159,7 +179,45 @@ def configure(
                 provider.add_span_processor(processor)
                 registry[key] = processor
             mine.append(processor)
-    return Tracing(provider=provider, processors=mine, owns_provider=owns)
+        tracing = Tracing(provider=provider, processors=mine, owns_provider=owns)
+        if log_store is not None:
+            _add_log_store(tracing, log_store)
+    return tracing
+
+
+def _add_log_store(tracing: Tracing, store: EventLog) -> None:
+    """Put the store's log record processor on the global SDK logger provider (installing one
+    when there is none), once per store; the caller holds ``_lock``."""
+    from opentelemetry import _logs
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    from spanjudge.exporters.store_exporter import store_log_processor
+
+    current = _logs.get_logger_provider()
+    if isinstance(current, LoggerProvider):
+        logger_provider = current
+        owns = bool(getattr(current, "_spanjudge_owned", False))
+    else:
+        logger_provider = LoggerProvider(resource=tracing.provider.resource)
+        logger_provider._spanjudge_owned = True  # type: ignore[attr-defined]
+        _logs.set_logger_provider(logger_provider)
+        if _logs.get_logger_provider() is not logger_provider:
+            logger.warning(
+                "spanjudge.configure(log_store=...): a non-SDK logger provider is already "
+                "installed; GenAI content log records go to it, not to the store"
+            )
+        owns = True
+    registry: dict[Any, LogRecordProcessor] = getattr(logger_provider, _REGISTRY_ATTR, None) or {}
+    setattr(logger_provider, _REGISTRY_ATTR, registry)
+    key = ("log_store", id(store))
+    processor = registry.get(key)
+    if processor is None:
+        processor = store_log_processor(store)
+        logger_provider.add_log_record_processor(processor)
+        registry[key] = processor
+    tracing.logger_provider = logger_provider
+    tracing.log_processors = [processor]
+    tracing.owns_logger_provider = owns
 
 
 def _same(processor: SpanProcessor) -> SpanProcessor:

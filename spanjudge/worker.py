@@ -145,21 +145,30 @@ class IngestGate:
             return self._pending >= self.max_pending_spans
 
     def write(self, records: Sequence[Any]) -> None:
-        with self._lock:
-            self._pending += len(records)
-        try:
-            now = self.clock()
+        def store(now: float) -> None:
             if self.outbox is None:
                 self.store.write_spans(records, now=now)
             else:
                 self.store.write_spans(records, now=now, outbox=self.outbox(records, now))
-        finally:
-            with self._lock:
-                self._pending -= len(records)
+
+        self._counted(len(records), store)
         if self.telemetry is not None:
             self.telemetry.record_exporter_written(len(records))
         if self.after_write is not None:
             self.after_write(records)
+
+    def write_logs(self, events: Sequence[Any]) -> None:
+        """Store received GenAI content log events, counted as pending like spans."""
+        self._counted(len(events), lambda now: self.store.write_logs(events, now=now))
+
+    def _counted(self, count: int, store: Callable[[float], None]) -> None:
+        with self._lock:
+            self._pending += count
+        try:
+            store(self.clock())
+        finally:
+            with self._lock:
+                self._pending -= count
 
 
 class Worker:
@@ -269,6 +278,7 @@ class Worker:
         self._ready = threading.Event()
         self.app = create_receiver_app(
             sink=self.gate.write,
+            log_sink=self.gate.write_logs,
             bearer_token=settings.bearer_token,
             max_body_bytes=settings.max_body_bytes,
             max_decompressed_bytes=settings.max_decompressed_bytes,
