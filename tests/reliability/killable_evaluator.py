@@ -1,12 +1,16 @@
 """A monitor in its own process that stops dead at a named point, for the SIGKILL tests.
 
-argv: STORE_URL SINK_URL CLOCK_OFFSET POINT MARKER. At POINT the process writes MARKER and
-sleeps; the parent SIGKILLs it there. Points:
+argv: STORE_URL SINK_ENDPOINT CLOCK_OFFSET POINT MARKER. The monitor sends both outputs to the
+sink (evaluation spans to ``/v1/traces``, ``gen_ai.evaluation.result`` events to ``/v1/logs``).
+At POINT the process writes MARKER and sleeps; the parent SIGKILLs it there. Points:
 
 - ``before_claim``: planned, about to claim its first jobs;
 - ``mid_judge``: a judge call in flight;
 - ``after_complete``: a result stored (``complete_job``), not emitted yet;
-- ``mid_emit``: evaluation spans exported, not yet marked emitted (``mark_emitted``).
+- ``mid_emit``: evaluation spans and events exported, neither output marked emitted
+  (``mark_emitted``);
+- ``span_marked``: both exported, the span output marked, the event output not yet;
+- ``event_marked``: both exported, the event output marked, the span output not yet.
 
 The judge is in-process and canned (no HTTP, no litellm import: a child starts in a fraction of
 a second); the judge faults themselves are covered through litellm elsewhere.
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from pydantic import BaseModel
 
@@ -31,7 +36,9 @@ from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
 
-POINTS = ("before_claim", "mid_judge", "after_complete", "mid_emit")
+POINTS = ("before_claim", "mid_judge", "after_complete", "mid_emit", "span_marked", "event_marked")
+# The output a point lets ``mark_emitted`` record before the process dies (None: neither).
+MARKED_AT = {"mid_emit": None, "span_marked": "span", "event_marked": "event"}
 LEASE = 30.0
 
 
@@ -47,18 +54,23 @@ class CannedJudge(Judge):
         return self._complete(messages, schema)
 
 
-def make_monitor(store: Any, sink_url: str, clock: Any, judge: Judge) -> Monitor:
+def make_monitor(store: Any, sink_endpoint: str, clock: Any, judge: Judge) -> Monitor:
+    emitter = ScoreEmitter(
+        outputs=["span", "event"],
+        span_exporter=OTLPSpanExporter(endpoint=f"{sink_endpoint}/v1/traces", timeout=5),
+        log_exporter=OTLPLogExporter(endpoint=f"{sink_endpoint}/v1/logs", timeout=5),
+    )
     return Monitor(
         [Rule(BiasMetric(model=judge), target="agent")],
         store=store,
-        emitter=ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=sink_url, timeout=5)),
+        emitter=emitter,
         clock=clock,
         config=MonitorConfig(settle_seconds=10, lease_seconds=LEASE, retention_seconds=None),
     )
 
 
 def main() -> None:
-    store_url, sink_url, offset, point, marker = sys.argv[1:6]
+    store_url, sink_endpoint, offset, point, marker = sys.argv[1:6]
     if point not in POINTS:
         raise SystemExit(f"unknown point {point!r}")
 
@@ -88,9 +100,20 @@ def main() -> None:
 
         store.complete_job = complete_then_stop  # type: ignore[method-assign]
     else:
-        store.mark_emitted = lambda job_ids, **kw: stop_here()  # type: ignore[method-assign]
+        mark, keep = store.mark_emitted, MARKED_AT[point]
 
-    monitor = make_monitor(store, sink_url, lambda: time.time() + float(offset), judge)
+        def mark_then_stop(job_ids: Any, *, now: float, output: str = "span") -> None:
+            # Delivery marks the outputs one after the other, in the order they confirmed:
+            # the other output's mark is dropped, as if the process died before making it.
+            if output == keep:
+                mark(job_ids, now=now, output=output)
+                stop_here()
+            elif keep is None:
+                stop_here()
+
+        store.mark_emitted = mark_then_stop  # type: ignore[method-assign]
+
+    monitor = make_monitor(store, sink_endpoint, lambda: time.time() + float(offset), judge)
     monitor.tick()
     raise SystemExit(f"the point {point} was never reached")
 

@@ -5,6 +5,9 @@ file and stops dead at one point (it writes a marker file and sleeps there); the
 checks what the store holds at that moment, and lets a fresh monitor (its clock a lease later)
 finish the work. Each (rule, target) must end with exactly one result, and each target with
 exactly one evaluation span id at the OTLP sink: a re-emission after a crash reuses the id.
+Both outputs are on: each result must also reach ``/v1/logs`` as a ``gen_ai.evaluation.result``
+event, and the heir re-sends to each output only what that output still owes (an output the
+victim sent but did not mark is sent again; one it marked is not).
 """
 
 from __future__ import annotations
@@ -20,24 +23,35 @@ from typing import Any
 
 import pytest
 
+from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
+from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent
-from tests.reliability.killable_evaluator import LEASE, POINTS, CannedJudge, make_monitor
+from tests.reliability.killable_evaluator import (
+    LEASE,
+    MARKED_AT,
+    POINTS,
+    CannedJudge,
+    make_monitor,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = 4
 
-# What the victim left behind when it died: (results stored, evaluation spans sent).
+# What the victim left behind when it died: (results stored, evaluation spans sent, events
+# sent). Spans and events go out together, so the counts of sent spans and events agree.
 LEFT_BEHIND = {
-    "before_claim": (0, 0),
-    "mid_judge": (0, 0),
-    "after_complete": (1, 0),  # the first job's result, stored and not emitted
-    "mid_emit": (TARGETS, TARGETS),  # every result stored and sent, none marked emitted
+    "before_claim": (0, 0, 0),
+    "mid_judge": (0, 0, 0),
+    "after_complete": (1, 0, 0),  # the first job's result, stored and not emitted
+    "mid_emit": (TARGETS, TARGETS, TARGETS),  # every result stored and sent, none marked
+    "span_marked": (TARGETS, TARGETS, TARGETS),  # ... the span output marked
+    "event_marked": (TARGETS, TARGETS, TARGETS),  # ... the event output marked
 }
 
 
-def kill_at(point: str, store_url: str, sink_url: str, offset: float, tmp_path: Path) -> None:
+def kill_at(point: str, store_url: str, sink_endpoint: str, offset: float, tmp_path: Path) -> None:
     marker = tmp_path / f"{point}.reached"
     victim = subprocess.Popen(
         [
@@ -45,7 +59,7 @@ def kill_at(point: str, store_url: str, sink_url: str, offset: float, tmp_path: 
             "-m",
             "tests.reliability.killable_evaluator",
             store_url,
-            sink_url,
+            sink_endpoint,
             str(offset),
             point,
             str(marker),
@@ -88,12 +102,16 @@ def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
     app.flush()
     offset = clock.now + 11 - time.time()  # the victim's clock: our spans have settled
 
-    kill_at(point, store_url, sink.traces_url, offset, tmp_path)
+    kill_at(point, store_url, sink.endpoint, offset, tmp_path)
 
-    stored, sent = LEFT_BEHIND[point]
+    stored, sent, events_sent = LEFT_BEHIND[point]
+    marked = MARKED_AT.get(point)
+    owed = {o: 0 if o == marked else stored for o in ("span", "event")}
     assert len(store.results()) == stored
     assert len(sink.spans) == sent
-    assert len(store.unemitted_results(outputs=["span"])) == stored  # nothing confirmed by the victim
+    assert len(sink.logs) == events_sent
+    for output in ("span", "event"):  # only what the victim marked counts as delivered
+        assert len(store.unemitted_results(outputs=[output])) == owed[output], output
     stats = store.stats(now=clock.now + 11)
     if point == "before_claim":
         assert (stats.pending, stats.leased) == (TARGETS, 0)  # planned, never claimed
@@ -102,12 +120,17 @@ def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
 
     judge = CannedJudge()
     heir = make_monitor(
-        store, sink.traces_url, lambda: time.time() + offset + LEASE + 1, judge
+        store, sink.endpoint, lambda: time.time() + offset + LEASE + 1, judge
     )  # a lease later: the victim's leases expired, its results are orphans
     report = heir.tick()
     assert report.scored == TARGETS - stored
     assert report.reemitted == stored
     assert judge.usage.calls == TARGETS - stored  # no target judged again once stored
+    emitter = heir.emitter
+    assert isinstance(emitter, ScoreEmitter) and emitter.force_flush(10)
+    # the heir sent each output its new results and what that output still owed, nothing more
+    assert emitter.exported == TARGETS - stored + owed["span"]
+    assert emitter.exported_events == TARGETS - stored + owed["event"]
 
     results = store.results()
     keys = Counter((r.rule, r.target_id) for r in results)
@@ -120,7 +143,23 @@ def test_sigkill_at_each_point_then_a_fresh_monitor_finishes_exactly_once(
         f"{point}: {len(by_id)} distinct evaluation span ids for {TARGETS} targets "
         f"({duplicates} re-sent with the same id)"
     )
-    assert duplicates == sent, f"{point}: {duplicates} evaluation spans re-sent with the same id"
+    resent = {o: n if marked != o else 0 for o, n in (("span", sent), ("event", events_sent))}
+    assert duplicates == resent["span"], f"{point}: {duplicates} evaluation spans re-sent"
+    assert store.unemitted_results(outputs=["event"]) == []
+
+    # events: one per result, plus one re-sent for each the victim sent and did not mark
+    per_result = Counter(
+        (log.trace_id, log.span_id, log.attributes[attrs.SPANJUDGE_EVAL_RULE]) for log in sink.logs
+    )
+    expected = 1 + resent["event"] // TARGETS  # the victim sent all or none of them
+    assert per_result == Counter({(r.trace_id, r.span_id, r.rule): expected for r in results}), (
+        f"{point}: events per result {sorted(per_result.values())}"
+    )
+    assert all(
+        log.event_name == attrs.GEN_AI_EVALUATION_RESULT_EVENT
+        and log.attributes[attrs.GEN_AI_EVALUATION_SCORE_VALUE] == 0.0
+        for log in sink.logs
+    )
 
     again = heir.tick()
     assert again.claimed == 0 and again.reemitted == 0
