@@ -147,11 +147,10 @@ class _StoreWriter(Generic[T]):
         self._worker.shutdown(timeout_millis / 1000)
 
     # ---------------------------------------------------------------- writer thread
-    def _write(self, batch: list[T]) -> None:
+    def _write(self, batch: list[T]) -> None:  # convert, then _stored(); in each subclass
         raise NotImplementedError
 
     def _stored(self, count: int, write: Callable[[float], None], what: str) -> None:
-        """Run one store write of ``count`` converted items, counting its outcome."""
         try:
             write(self._clock())
         except Exception as exc:
@@ -342,7 +341,7 @@ class StoreLogExporter(_StoreWriter[tuple[ReadableLogRecord, str]], LogRecordExp
         """Queue the GenAI content records; never blocks on the store, never raises."""
         try:
             kept: list[tuple[ReadableLogRecord, str]] = []
-            skipped: list[str] = []
+            skipped: list[str] = []  # reasons, counted under the lock once per batch
             for record in batch:
                 log = record.log_record
                 attributes = log.attributes or {}
@@ -376,15 +375,25 @@ class StoreLogExporter(_StoreWriter[tuple[ReadableLogRecord, str]], LogRecordExp
             self._stored(len(events), lambda now: self.store.write_logs(events, now=now), "logs")
 
 
+class _StoreLogProcessor(SimpleLogRecordProcessor):
+    # The SDK's simple processor's force_flush() skips its exporter: this one waits for the store
+    def __init__(self, exporter: StoreLogExporter) -> None:
+        super().__init__(exporter)
+        self.exporter = exporter
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
 def store_log_processor(store: EventLog, **kwargs: Any) -> LogRecordProcessor:
     """A log record processor that copies the GenAI content events among the app's log
     records into ``store`` (``kwargs``: :class:`StoreLogExporter` options).
 
-    A :class:`SimpleLogRecordProcessor` is enough: the exporter's ``export()`` only filters and
-    queues.
+    A simple (synchronous) processor is enough: the exporter's ``export()`` only filters and
+    queues. Its ``force_flush()`` waits for the store; ``processor.exporter`` has the counters.
 
     Example::
 
         logger_provider.add_log_record_processor(store_log_processor(open_store()))
     """
-    return SimpleLogRecordProcessor(StoreLogExporter(store, **kwargs))
+    return _StoreLogProcessor(StoreLogExporter(store, **kwargs))

@@ -73,8 +73,16 @@ class LogQueries(SqlCore):
         if not events:
             return
         arrived = wall() if now is None else now
-        # Sorted by key: concurrent writers take row locks in one order and cannot deadlock.
-        rows = sorted((log_row(event, arrived) for event in events), key=lambda r: (r[0], r[9]))
+        # Sorted by trace, then time, then batch order: a retried batch locks its keys in the
+        # same order as the original (no deadlock), and events with one timestamp keep the order
+        # they were emitted in (their event_id, the read tie-breaker).
+        rows = [
+            row
+            for _, row in sorted(
+                enumerate(log_row(event, arrived) for event in events),
+                key=lambda item: (item[1][0], item[1][3], item[0]),
+            )
+        ]
         traces = sorted({row[0] for row in rows})
         g = self.greatest
         with self.transaction() as cur:
