@@ -114,6 +114,8 @@ def provenance(record: EvaluationRecord, *, verdicts: bool = True) -> dict[str, 
         out[attrs.SPANJUDGE_EVAL_SAMPLE_RATE] = float(record.sample_rate)
     if record.status == "skipped" and record.skip_reason:
         out[attrs.SPANJUDGE_EVAL_SKIP_REASON] = record.skip_reason
+    if record.context_source:
+        out[attrs.SPANJUDGE_EVAL_CONTEXT_SOURCE] = record.context_source
     return out
 
 
@@ -124,8 +126,15 @@ def span_attributes(record: EvaluationRecord) -> dict[str, Any]:
 
 def event_attributes(record: EvaluationRecord) -> dict[str, Any]:
     """Attributes of the ``gen_ai.evaluation.result`` log record: semconv fields, then the
-    provenance without the verdict list (an event stays small; the span keeps the verdicts)."""
-    return {**result_fields(record), **provenance(record, verdicts=False)}
+    provenance without the verdict list (an event stays small; the span keeps the verdicts),
+    and the result's stable id (``spanjudge.evaluation.id``, the evaluation span's id): a log
+    record has no id a backend could de-duplicate by, so an event re-sent after a crash is
+    recognised by this one."""
+    return {
+        **result_fields(record),
+        **provenance(record, verdicts=False),
+        attrs.SPANJUDGE_EVAL_ID: record.evaluation_span_id,
+    }
 
 
 # ---------------------------------------------------------------------- SDK objects

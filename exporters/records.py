@@ -47,8 +47,14 @@ class SpanRecord:
 
     @property
     def conversation_id(self) -> str | None:
-        value = self.attributes.get(attrs.GEN_AI_CONVERSATION_ID)
-        return str(value) if value not in (None, "") else None
+        """The conversation (session) id the span carries under any instrumentation's key
+        (:data:`~spanjudge.tracer.attributes.CONVERSATION_ID_KEYS`, first present wins)."""
+        a = self.attributes
+        for key in attrs.CONVERSATION_ID_KEYS:
+            value = a.get(key)
+            if value not in (None, ""):
+                return str(value)
+        return None
 
     @property
     def operation(self) -> str | None:
@@ -124,6 +130,8 @@ class EvaluationRecord:
     service_name: str | None = None
     # gen_ai.response.id of the evaluated span, when it has one (the event carries it)
     response_id: str | None = None
+    # where the retrieval context came from: retrieval | tool_results | system_instructions
+    context_source: str | None = None
     target_end_unix_nano: int | None = None
     started_at: float | None = None  # Unix seconds
     finished_at: float | None = None

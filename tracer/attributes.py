@@ -75,6 +75,23 @@ GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
 ERROR_TYPE: Final = "error.type"
 
+# Where instrumentations put the conversation (session) id, in the order they are read. The store
+# indexes spans by the first one present, so a conversation is found whoever traced it; the span
+# dialects (evaluators/online/dialects) read the same keys.
+SESSION_ID: Final = "session.id"  # OpenInference
+TRACELOOP_SESSION_ID: Final = "traceloop.association.properties.session_id"  # OpenLLMetry
+TRACELOOP_CONVERSATION_ID: Final = "traceloop.association.properties.conversation_id"
+VERCEL_SESSION_ID: Final = "ai.telemetry.metadata.sessionId"  # Vercel AI SDK
+LITELLM_SESSION_ID: Final = "metadata.session_id"  # LiteLLM's callback, request metadata
+CONVERSATION_ID_KEYS: Final[tuple[str, ...]] = (
+    GEN_AI_CONVERSATION_ID,
+    SESSION_ID,
+    TRACELOOP_SESSION_ID,
+    TRACELOOP_CONVERSATION_ID,
+    VERCEL_SESSION_ID,
+    LITELLM_SESSION_ID,
+)
+
 # --- project attributes -------------------------------------------------------------------
 SPANJUDGE_KIND: Final = "spanjudge.kind"
 SPANJUDGE_INPUT: Final = "spanjudge.input"  # captured arguments (JSON) when no messages apply
@@ -98,6 +115,11 @@ SPANJUDGE_EVAL_RULE: Final = "spanjudge.evaluation.rule"
 SPANJUDGE_EVAL_TARGET: Final = "spanjudge.evaluation.target"  # llm|agent|trace|conversation
 SPANJUDGE_EVAL_TARGET_ID: Final = "spanjudge.evaluation.target_id"
 SPANJUDGE_EVAL_SKIP_REASON: Final = "spanjudge.evaluation.skip_reason"
+# The result's stable id (the evaluation span's id, derived from rule and target): a log record
+# has no id of its own, so a re-sent gen_ai.evaluation.result event is de-duplicated by this
+SPANJUDGE_EVAL_ID: Final = "spanjudge.evaluation.id"
+# retrieval | tool_results | system_instructions: where the case's retrieval context came from
+SPANJUDGE_EVAL_CONTEXT_SOURCE: Final = "spanjudge.evaluation.context_source"
 
 # Instrumentation scope of the spans this library creates
 TRACER_NAME: Final = "spanjudge"

@@ -1,4 +1,5 @@
-"""Online evaluation: rules, deterministic sampling, budgets, targets and case rebuild.
+"""Online evaluation: rules, deterministic sampling, budgets, the reading of spans from any
+instrumentation (:func:`read_span`), targets and case rebuild.
 
 Example::
 
@@ -10,23 +11,32 @@ Example::
         case = build_case(rule, target, trace_spans)  # a test case, or a Skip with a reason
 """
 
-from spanjudge.evaluators.online.rebuild import (
+from spanjudge.evaluators.online.cases import (
     MAX_FIELD_CHARS,
     MAX_RAW_CHARS,
     build_case,
-    conversation_target,
     default_case,
-    find_targets,
 )
+from spanjudge.evaluators.online.config import MonitorConfig
+from spanjudge.evaluators.online.dialects import GenAIView, read_span
 from spanjudge.evaluators.online.rules import Rule, SpanFilter
 from spanjudge.evaluators.online.sampler import Budget, is_sampled, sample_point
-from spanjudge.evaluators.online.targets import TARGET_TYPES, Skip, Target, span_kind
+from spanjudge.evaluators.online.targets import (
+    TARGET_TYPES,
+    Skip,
+    Target,
+    conversation_target,
+    find_targets,
+    span_kind,
+)
 
 __all__ = [
     "MAX_FIELD_CHARS",
     "MAX_RAW_CHARS",
     "TARGET_TYPES",
     "Budget",
+    "GenAIView",
+    "MonitorConfig",
     "Rule",
     "Skip",
     "SpanFilter",
@@ -36,6 +46,7 @@ __all__ = [
     "default_case",
     "find_targets",
     "is_sampled",
+    "read_span",
     "sample_point",
     "span_kind",
 ]

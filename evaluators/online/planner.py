@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spanjudge.evaluators.online.rebuild import Target, conversation_target, find_targets
+from spanjudge.evaluators.online.loading import load_conversation, load_trace
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.sampler import Budget, is_sampled
+from spanjudge.evaluators.online.targets import Target, conversation_target, find_targets
 from spanjudge.exporters.store import JobSpec, SpanStore
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ class Planner:
         span_rules = [r for r in self.rules.values() if r.target != "conversation"]
         for trace_id in trace_ids:
             if span_rules:
-                spans = self.store.trace_spans(trace_id)
+                spans = load_trace(self.store, trace_id)
                 specs: list[JobSpec] = []
                 for rule in span_rules:
                     targets = find_targets(rule, spans)
@@ -135,7 +136,7 @@ class Planner:
         conv_rules = [r for r in self.rules.values() if r.target == "conversation"]
         for conversation_id in conversation_ids:
             if conv_rules:
-                spans = self.store.conversation_spans(conversation_id)
+                spans = load_conversation(self.store, conversation_id)
                 target = conversation_target(conversation_id, spans)
                 specs = []
                 if target is not None:

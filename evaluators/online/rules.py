@@ -155,6 +155,9 @@ class Rule:
       default ``"{metric.name}-{target}"``.
     * ``build_case``: ``callable(spans)`` or ``callable(spans, target)`` returning a test case,
       replacing the built-in rebuild.
+    * ``context_fallback``: when the target's turn has no retrieved text, use the results of its
+      tool calls, then the model's system instructions, as the retrieval context (the result
+      records which: ``spanjudge.evaluation.context_source``); ``False`` skips instead.
 
     Example::
 
@@ -176,6 +179,7 @@ class Rule:
     # None picks the default name; typed str because it always is one after __post_init__
     name: str = None  # type: ignore[assignment]
     build_case: Callable[..., Any] | None = None
+    context_fallback: bool = True
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

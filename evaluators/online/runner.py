@@ -17,16 +17,12 @@ from typing import TYPE_CHECKING, Any
 from tenacity import wait_incrementing
 
 from spanjudge.evaluators.backoff import delay_after
+from spanjudge.evaluators.online.cases import build_case
 from spanjudge.evaluators.online.config import MonitorConfig
+from spanjudge.evaluators.online.loading import load_conversation, load_trace
 from spanjudge.evaluators.online.planner import Planner, TickReport
-from spanjudge.evaluators.online.rebuild import (
-    Skip,
-    Target,
-    build_case,
-    conversation_target,
-    find_targets,
-)
 from spanjudge.evaluators.online.rules import Rule
+from spanjudge.evaluators.online.targets import Skip, Target, conversation_target, find_targets
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store import Job, SpanStore
 from spanjudge.tracer import attributes as attrs
@@ -110,6 +106,8 @@ class Runner:
                 mark_skipped(record, case.reason)
                 report.missing += 1
             else:
+                source = case.metadata.get("context_source") if case.metadata else None
+                record.context_source = source if isinstance(source, str) else None
                 metric = rule.metric.clone()
                 # a failing judge leaves its error on the metric; to_data() carries it
                 with contextlib.suppress(Exception):
@@ -150,9 +148,9 @@ class Runner:
         """The spans a job's case is rebuilt from, and its target among them (None if gone)."""
         rule = self.rules[job.rule]
         if job.target_type == "conversation":
-            spans = self.store.conversation_spans(job.target_id)
+            spans = load_conversation(self.store, job.target_id)
             return spans, conversation_target(job.target_id, spans)
-        spans = self.store.trace_spans(job.trace_id) if job.trace_id else []
+        spans = load_trace(self.store, job.trace_id) if job.trace_id else []
         for target in find_targets(rule, spans):
             if target.target_id == job.target_id:
                 return spans, target

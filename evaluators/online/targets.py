@@ -1,21 +1,22 @@
-"""What a rule evaluates (:class:`Target`), why a target was not evaluated (:class:`Skip`),
-and how a span's kind is recognised whatever instrumentation wrote it.
-
-Pure data and pure functions over :class:`~spanjudge.exporters.records.SpanRecord` lists:
-no store, no clock.
+"""What a rule evaluates (:class:`Target`), why a target was not evaluated (:class:`Skip`), and
+how targets are found in stored spans, whatever instrumentation wrote them (every span is read
+through :func:`~spanjudge.evaluators.online.dialects.read_span`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from spanjudge.evaluators.online.dialects import read_span
+from spanjudge.evaluators.online.scope import SpanTree
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
-TARGET_TYPES: tuple[str, ...] = ("llm", "agent", "trace", "conversation")
+if TYPE_CHECKING:
+    from spanjudge.evaluators.online.rules import Rule
 
-# OpenLLMetry marks LLM spans with llm.request.type instead of gen_ai.operation.name.
-_OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+TARGET_TYPES: tuple[str, ...] = ("llm", "agent", "trace", "conversation")
 
 
 @dataclass(slots=True)
@@ -25,8 +26,8 @@ class Target:
     * ``llm`` / ``agent``: ``target_id`` is the span id; ``span_id``/``span`` that span.
     * ``trace``: ``target_id`` is the trace id; ``span_id``/``span`` the root span.
     * ``conversation``: ``target_id`` is the conversation id; ``trace_id``/``span_id``/``span``
-      are the LAST agent turn's (the evaluation span is attached there) and ``turn_spans`` holds
-      every top-most agent turn span in time order.
+      are the LAST turn's (the evaluation span is attached there) and ``turn_spans`` holds
+      every top-most turn span in time order.
 
     Example::
 
@@ -61,31 +62,9 @@ class Skip:
     missing: list[str] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------ span kinds
-def _str_attr(span: SpanRecord, key: str) -> str | None:
-    value = span.attributes.get(key)
-    return value if isinstance(value, str) and value else None
-
-
 def span_kind(span: SpanRecord) -> str | None:
-    """``agent``/``llm``/``retriever``/``tool``/``chain`` or ``None`` (not a GenAI span).
-
-    ``gen_ai.operation.name`` decides first (any instrumentation following the semconv), then
-    our own ``spanjudge.kind``, then OpenLLMetry's ``llm.request.type``.
-    """
-    operation = _str_attr(span, attrs.GEN_AI_OPERATION_NAME)
-    if operation is not None:
-        if operation in attrs.LLM_OPERATIONS:
-            return "llm"
-        kind = attrs.KIND_BY_OPERATION.get(operation)
-        if kind is not None:
-            return kind
-    kind = _str_attr(span, attrs.SPANJUDGE_KIND)
-    if kind in attrs.KINDS:
-        return kind
-    if _str_attr(span, attrs.LLM_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
-        return "llm"
-    return None
+    """``agent``/``llm``/``retriever``/``tool``/``chain`` or ``None`` (not a GenAI step)."""
+    return read_span(span).kind
 
 
 def is_llm_span(span: SpanRecord) -> bool:
@@ -94,3 +73,106 @@ def is_llm_span(span: SpanRecord) -> bool:
 
 def is_agent_span(span: SpanRecord) -> bool:
     return span_kind(span) == "agent"
+
+
+def _evaluation(span: SpanRecord) -> bool:
+    # our own evaluation spans live in the evaluated trace: never targets, never "the end"
+    return attrs.GEN_AI_EVALUATION_NAME in span.attributes
+
+
+def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = True) -> list[Target]:
+    """The rule's targets among the spans of ONE trace, filter applied (unless
+    ``apply_filter=False``), in start-time order.
+
+    ``llm``: every LLM span; ``agent``: every agent span (a turn, whatever the library calls
+    it); ``trace``: the root span (no target while the root has not arrived). Conversation
+    targets come from :func:`conversation_target`.
+
+    Example::
+
+        for target in find_targets(Rule(FaithfulnessMetric(), target="llm"), trace_spans):
+            print(target.target_id, target.span.name)
+    """
+    if rule.target == "conversation":
+        return []
+    spans = [s for s in spans if not _evaluation(s)]
+    ordered = sorted(spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+    tree = SpanTree(spans)
+    if rule.target == "trace":
+        roots = [s for s in ordered if s.is_root]
+        if not roots or (apply_filter and not rule.matches_span(roots[0])):
+            return []
+        root = roots[0]
+        end = max(
+            (s.end_time_unix_nano for s in spans if s.trace_id == root.trace_id), default=None
+        )
+        return [
+            Target(
+                "trace",
+                root.trace_id,
+                root.trace_id,
+                root.span_id,
+                tree.conversation_of(root),
+                root,
+                root.service_name,
+                end,
+            )
+        ]
+    return [
+        Target(
+            rule.target,
+            span.span_id,
+            span.trace_id,
+            span.span_id,
+            tree.conversation_of(span),
+            span,
+            span.service_name,
+            span.end_time_unix_nano,
+        )
+        for span in ordered
+        if span_kind(span) == rule.target and (not apply_filter or rule.matches_span(span))
+    ]
+
+
+def turn_spans(conversation_id: str, spans: list[SpanRecord]) -> list[SpanRecord]:
+    """A conversation's turns: the top-most agent spans in it (agent spans nested in another
+    agent span of the conversation are sub-agents), else the top-most LLM spans, in time
+    order. A span is in the conversation when it, or an ancestor, carries the id."""
+    spans = [s for s in spans if not _evaluation(s)]
+    tree = SpanTree(spans)
+    ordered = sorted(spans, key=lambda s: (s.start_time_unix_nano, s.trace_id, s.span_id))
+    for wanted in ("agent", "llm"):
+        candidates = [
+            s
+            for s in ordered
+            if span_kind(s) == wanted and tree.conversation_of(s) == conversation_id
+        ]
+        ids = {(s.trace_id, s.span_id) for s in candidates}
+        top = [
+            s
+            for s in candidates
+            if not any((a.trace_id, a.span_id) in ids for a in tree.ancestors(s))
+        ]
+        if top:
+            return top
+    return []
+
+
+def conversation_target(conversation_id: str, spans: list[SpanRecord]) -> Target | None:
+    """The conversation as one target, or ``None`` when it has no turn spans. The evaluation
+    span goes to the last turn."""
+    turns = turn_spans(conversation_id, spans)
+    if not turns:
+        return None
+    last = turns[-1]
+    return Target(
+        "conversation",
+        conversation_id,
+        last.trace_id,
+        last.span_id,
+        conversation_id,
+        last,
+        last.service_name,
+        max(s.end_time_unix_nano for s in turns),
+        tuple(turns),
+    )

@@ -56,6 +56,7 @@ __all__ = [
     "SpanStore",
     "StoreError",
     "StoreStats",
+    "Unemitted",
     "open_store",
 ]
 

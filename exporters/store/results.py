@@ -38,7 +38,7 @@ class ResultQueries(SqlCore):
             Unemitted(
                 int(row[0]),
                 record_from_json(row[1]),
-                tuple(o for o, flag in zip(wanted, row[2:]) if flag),
+                tuple(o for o, flag in zip(wanted, row[2:], strict=True) if flag),
             )
             for row in rows
         ]

@@ -320,7 +320,7 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
 @pytest.mark.timeout(60)
 def test_cycles_alone_never_hang_target_search_or_rebuild() -> None:
     """The pure path, without a judge: cycles of every length through every rule kind."""
-    from spanjudge.evaluators.online.rebuild import build_case, conversation_target, find_targets
+    from spanjudge.evaluators.online import build_case, conversation_target, find_targets
     from spanjudge.evaluators.online.targets import Skip
     from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 

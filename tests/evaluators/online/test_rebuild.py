@@ -122,6 +122,8 @@ def test_llm_case_from_semconv_messages_and_preceding_siblings() -> None:
         "target_type": "llm",
         "trace_id": trace.trace_id,
         "span_id": s["llm"].span_id,
+        "dialect": "spanjudge",
+        "context_source": "retrieval",
     }
 
 

@@ -33,6 +33,8 @@ PROVENANCE = {
     attrs.SPANJUDGE_EVAL_OUTPUT_TOKENS: 30,
     attrs.SPANJUDGE_EVAL_COST: 0.0021,
     attrs.SPANJUDGE_EVAL_SAMPLE_RATE: 0.25,
+    # the result's stable id (the evaluation span's id): what de-duplicates a re-sent event
+    attrs.SPANJUDGE_EVAL_ID: evaluation_span_id("faithfulness-llm", "llm", SPAN_ID),
 }
 
 
@@ -206,7 +208,8 @@ def test_both_outputs_send_the_same_span_as_before_and_the_event(sink: OtlpSink)
     # the event hangs on the evaluated span, beside (not under) the evaluation span
     assert (log.trace_id, log.span_id) == (TRACE_ID, SPAN_ID)
     span_fields = {k: v for k, v in span.attributes.items() if k != attrs.SPANJUDGE_EVAL_VERDICTS}
-    assert log.attributes == span_fields  # the same fields in both forms
+    # the same fields in both forms; the event adds the span's id as its stable id
+    assert log.attributes == {**span_fields, attrs.SPANJUDGE_EVAL_ID: span.span_id}
 
 
 def test_event_output_alone_sends_no_span(sink: OtlpSink) -> None:
