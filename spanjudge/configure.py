@@ -49,8 +49,10 @@ class Tracing:
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         ok = True
-        for processor in [*self.processors, *self.log_processors]:
+        for processor in self.processors:
             ok = processor.force_flush(timeout_millis) and ok
+        for log_processor in self.log_processors:
+            ok = log_processor.force_flush(timeout_millis) and ok
         return ok
 
     def shutdown(self) -> None:
