@@ -110,8 +110,14 @@ class Child:
         self.stderr_path = stderr_dir / f"{self.name}.stderr.log"
         err: IO[str] = open(self.stderr_path, "w")  # noqa: SIM115 - lives as long as the child
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-            text=True, env=env, cwd=str(ROOT), bufsize=1,
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=str(ROOT),
+            bufsize=1,
         )
         err.close()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -133,8 +139,10 @@ class Child:
             raise RuntimeError(f"runner exited (code {code})")
         message: dict[str, Any] = json.loads(line)
         if message.get("event") == "error":
-            raise RuntimeError(f"{message.get('stage')}: {message.get('error')}\n"
-                               f"{message.get('traceback', '')}".strip())
+            raise RuntimeError(
+                f"{message.get('stage')}: {message.get('error')}\n"
+                f"{message.get('traceback', '')}".strip()
+            )
         return message
 
     def send(self, command: dict[str, Any]) -> None:
@@ -180,17 +188,21 @@ def machine_info() -> dict[str, Any]:
 
 def source_state() -> dict[str, Any]:
     """Which tracer code was measured: the commit, and whether tracer/ had uncommitted edits."""
+
     def git(*argv: str) -> str | None:
         try:
-            done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10, check=True)
+            done = subprocess.run(
+                ["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip()
 
     dirty = git("status", "--porcelain", "--", "tracer", "spanjudge")
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "tracer_uncommitted_changes": None if dirty is None else bool(dirty)}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "tracer_uncommitted_changes": None if dirty is None else bool(dirty),
+    }
 
 
 def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -221,13 +233,15 @@ def build_children(args: argparse.Namespace) -> list[Child]:
     for name, (script, extra) in SPANJUDGE_RUNNERS.items():
         if name == "spanjudge_simple" and args.quick:
             continue
-        children.append(Child(name, [python, str(PEERS_DIR / script), *extra,
-                                     "--n", str(args.n)], args.n))
+        children.append(
+            Child(name, [python, str(PEERS_DIR / script), *extra, "--n", str(args.n)], args.n)
+        )
     for peer in args.peers:
         venv_python = Path(args.envs) / peer / "bin" / "python"
         n = min(args.n, args.peer_n)
-        child = Child(peer, [str(venv_python), str(PEERS_DIR / PEER_RUNNERS[peer]),
-                             "--n", str(n)], n)
+        child = Child(
+            peer, [str(venv_python), str(PEERS_DIR / PEER_RUNNERS[peer]), "--n", str(n)], n
+        )
         # setup_peers.sh writes the marker only after a successful install.
         if not venv_python.exists() or not (Path(args.envs) / peer / ".spanjudge-spec").exists():
             log_path = Path(args.envs) / f"{peer}.install.log"
@@ -235,9 +249,11 @@ def build_children(args: argparse.Namespace) -> list[Child]:
             if log_path.exists():
                 detail = "\n".join(log_path.read_text(errors="replace").splitlines()[-10:])
             child.status = "not_installed"
-            child.error = (f"no finished venv at {venv_python.parent.parent}; run "
-                           f"`bash benchmarks/setup_peers.sh {peer}`"
-                           + (f"; last install log lines:\n{detail}" if detail else ""))
+            child.error = (
+                f"no finished venv at {venv_python.parent.parent}; run "
+                f"`bash benchmarks/setup_peers.sh {peer}`"
+                + (f"; last install log lines:\n{detail}" if detail else "")
+            )
         children.append(child)
     return children
 
@@ -296,13 +312,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             child.fail("error", f"shutdown: {exc}\n{child.stderr_tail()}".strip())
 
     info["loadavg_at_end"] = list(os.getloadavg())
-    info["packages"] = {c.name: c.ready.get("info", {}).get("packages")
-                        for c in children if c.ready}
+    info["packages"] = {
+        c.name: c.ready.get("info", {}).get("packages") for c in children if c.ready
+    }
     return report(args, info, children)
 
 
-def report(args: argparse.Namespace, info: dict[str, Any],
-           children: list[Child]) -> dict[str, Any]:
+def report(args: argparse.Namespace, info: dict[str, Any], children: list[Child]) -> dict[str, Any]:
     by_name = {c.name: c for c in children}
     runs: dict[str, Any] = {}
     for child in children:
@@ -357,12 +373,14 @@ def report(args: argparse.Namespace, info: dict[str, Any],
                 "per_round_ratios": round_ratios(f"spanjudge_{mode}", f"observe_{kind}"),
                 "goal": GOAL_RATIO,
                 "meets_goal": (lambda x: None if x is None else x <= GOAL_RATIO)(
-                    ratio(overhead_of(summary, f"observe_{kind}"), raw)),
+                    ratio(overhead_of(summary, f"observe_{kind}"), raw)
+                ),
             }
             for kind in ("llm", "retriever")
         }
         ratios[mode]["hand_written_genai_over_raw_otel"] = ratio(
-            overhead_of(summary, "raw_otel_genai_attrs"), raw)
+            overhead_of(summary, "raw_otel_genai_attrs"), raw
+        )
 
     # Against peers: absolute overheads (same machine, same rounds) and, because each peer runs
     # its own OpenTelemetry version, also normalised by the raw span measured in its process.
@@ -373,8 +391,10 @@ def report(args: argparse.Namespace, info: dict[str, Any],
     for peer in args.peers:
         peer_child = by_name.get(peer)
         if peer_child is None or not peer_child.rounds:
-            vs_peers[peer] = {"status": peer_child.status if peer_child else "missing",
-                              "error": peer_child.error if peer_child else None}
+            vs_peers[peer] = {
+                "status": peer_child.status if peer_child else "missing",
+                "error": peer_child.error if peer_child else None,
+            }
             continue
         summary = summarize(peer_child.rounds)
         peer_raw = overhead_of(summary, "raw_otel")
@@ -421,20 +441,39 @@ def report(args: argparse.Namespace, info: dict[str, Any],
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="calls per timed batch")
-    parser.add_argument("--peer-n", type=int, default=5000,
-                        help="cap on calls per batch for peers (they are 10-100x slower)")
+    parser.add_argument(
+        "--peer-n",
+        type=int,
+        default=5000,
+        help="cap on calls per batch for peers (they are 10-100x slower)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="rounds (>= 5 for a real run)")
-    parser.add_argument("--slices", type=int, default=10,
-                        help="interleaved chunks per round inside each runner")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: n=2000, peer-n=500, 3 rounds, no SimpleSpanProcessor run")
-    parser.add_argument("--peers", nargs="*", default=list(PEER_RUNNERS),
-                        choices=list(PEER_RUNNERS), help="peers to include (default: all)")
+    parser.add_argument(
+        "--slices", type=int, default=10, help="interleaved chunks per round inside each runner"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: n=2000, peer-n=500, 3 rounds, no SimpleSpanProcessor run",
+    )
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        default=list(PEER_RUNNERS),
+        choices=list(PEER_RUNNERS),
+        help="peers to include (default: all)",
+    )
     parser.add_argument("--no-peers", action="store_true", help="spanjudge only")
-    parser.add_argument("--envs", default=str(ROOT / "bench-envs"),
-                        help="folder of the peer venvs made by setup_peers.sh")
-    parser.add_argument("--log-dir", default=str(ROOT / "bench-envs" / "logs"),
-                        help="where each runner's stderr is kept")
+    parser.add_argument(
+        "--envs",
+        default=str(ROOT / "bench-envs"),
+        help="folder of the peer venvs made by setup_peers.sh",
+    )
+    parser.add_argument(
+        "--log-dir",
+        default=str(ROOT / "bench-envs" / "logs"),
+        help="where each runner's stderr is kept",
+    )
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument("--round-timeout", type=float, default=600.0)
     parser.add_argument("--output", help="also write the JSON document to this file")

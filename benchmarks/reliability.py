@@ -369,7 +369,11 @@ def row_judge(name: str, fault: str, cases: int, tmp: Path) -> dict[str, Any]:
                 failed_ticks += 1
             ticks += 1
             stats = store.stats(now=time.time())
-            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results(outputs=["span"]):
+            if (
+                stats.pending == 0
+                and stats.leased == 0
+                and not store.unemitted_results(outputs=["span"])
+            ):
                 break
             time.sleep(0.2)
         mon.close()
@@ -877,7 +881,11 @@ def role_evaluator(args: argparse.Namespace) -> None:
         reemitted += report.reemitted
         if args.finish:
             stats = store.stats(now=time.time())
-            if stats.pending == 0 and stats.leased == 0 and not store.unemitted_results(outputs=["span"]):
+            if (
+                stats.pending == 0
+                and stats.leased == 0
+                and not store.unemitted_results(outputs=["span"])
+            ):
                 break
         time.sleep(0.1)
     mon.close()

@@ -24,8 +24,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.convert import span_to_record
+from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.store_exporter import StoreSpanExporter
 from spanjudge.tracer import attributes as attrs
 

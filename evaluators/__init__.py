@@ -20,6 +20,8 @@ from spanjudge.evaluators.metrics import (
     TopicAdherenceMetric,
     TopicAdherenceTemplate,
 )
+from spanjudge.evaluators.online import MonitorConfig, Rule, SpanFilter
+from spanjudge.evaluators.online.monitor import Monitor, monitor
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
 
 __all__ = [
@@ -36,6 +38,10 @@ __all__ = [
     "MetricResult",
     "MetricSummary",
     "MissingFieldError",
+    "Monitor",
+    "MonitorConfig",
+    "Rule",
+    "SpanFilter",
     "TestResult",
     "ToolCall",
     "TopicAdherenceMetric",
@@ -43,4 +49,5 @@ __all__ = [
     "Turn",
     "a_evaluate",
     "evaluate",
+    "monitor",
 ]

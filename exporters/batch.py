@@ -32,7 +32,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 logger = logging.getLogger("spanjudge.batch")
 
@@ -219,7 +219,7 @@ class BatchWorker(Generic[T]):
                 self._cond.notify_all()
 
 
-def _restart_in_child(ref: weakref.ref[BatchWorker[object]]) -> None:
+def _restart_in_child(ref: weakref.ref[BatchWorker[Any]]) -> None:
     worker = ref()
     if worker is not None:
         worker._after_fork()

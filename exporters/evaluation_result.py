@@ -38,7 +38,13 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    set_span_in_context,
+)
 from opentelemetry.trace.status import Status, StatusCode
 
 from spanjudge.exporters.records import EvaluationRecord
@@ -212,12 +218,14 @@ def evaluation_event(
     trace_id = _trace_id(record)
     _, end = _times(record)
     failed = record.status == "error"
+    # the evaluated span's ids ride in the record's context (the non-deprecated way to set them)
+    parent = NonRecordingSpan(
+        SpanContext(trace_id, int(record.span_id, 16) if record.span_id else 0, True, _SAMPLED)
+    )
     log_record = LogRecord(
         timestamp=end,
         observed_timestamp=time.time_ns(),
-        trace_id=trace_id,
-        span_id=int(record.span_id, 16) if record.span_id else 0,
-        trace_flags=_SAMPLED,
+        context=set_span_in_context(parent),
         severity_number=SeverityNumber.WARN if failed else SeverityNumber.INFO,
         severity_text="WARN" if failed else "INFO",
         body=event_body(record),

@@ -21,6 +21,8 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_receiver_spans_total                      counter    encoding
     spanjudge_enrich_forwarded_spans_total              counter    held
     spanjudge_enrich_forward_failed_spans_total         counter    (none)
+    spanjudge_planner_unrecognised_spans_total          counter    service
+    spanjudge_rules_no_target_total                     counter    rule, reason
 
 Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
 ``deploy/`` use these scraped names.
@@ -64,6 +66,22 @@ RECEIVER_SPANS: Final = "spanjudge.receiver.spans"
 ENRICH_FORWARDED: Final = "spanjudge.enrich.forwarded_spans"
 # Enrich mode: spans whose forwarding failed (they stay in the outbox and are sent again)
 ENRICH_FORWARD_FAILED: Final = "spanjudge.enrich.forward_failed_spans"
+# Counter of spans in settled traces that no GenAI dialect recognised, labels: service
+# (not GenAI steps such as HTTP calls, or a library spanjudge cannot read yet: the planner logs
+# each new shape once, `spanjudge explain TRACE_ID` shows how every span was read)
+PLANNER_UNRECOGNISED_SPANS: Final = "spanjudge.planner.unrecognised_spans"
+# Counter of settled traces (conversations for no_turns) in which a rule found no target,
+# labels: rule, reason (no_span_of_kind|filtered|no_genai_span|no_root_span|no_conversation|
+# no_turns; see evaluators/online/coverage.py)
+RULES_NO_TARGET: Final = "spanjudge.rules.no_target"
+NO_TARGET_REASONS: Final = (
+    "no_span_of_kind",  # the trace has GenAI spans, none of the rule's kind
+    "filtered",  # spans of the rule's kind, every one refused by its filter
+    "no_genai_span",  # no span any dialect reads, and no trace of the tick gave a target
+    "no_root_span",  # trace rules: the root span never arrived
+    "no_conversation",  # conversation rules: turns without a conversation id
+    "no_turns",  # conversation rules: a conversation without agent or LLM turns
+)
 
 # label keys
 L_METRIC: Final = "metric"

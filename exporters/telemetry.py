@@ -28,6 +28,7 @@ from spanjudge.exporters import metric_names as names
 
 if TYPE_CHECKING:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
     from prometheus_client import CollectorRegistry
 
     from spanjudge.exporters.records import EvaluationRecord
@@ -106,6 +107,14 @@ class Telemetry:
             names.ENRICH_FORWARD_FAILED,
             description="Spans the enrich mode failed to forward (kept and sent again)",
         )
+        self.unrecognised_spans = meter.create_counter(
+            names.PLANNER_UNRECOGNISED_SPANS,
+            description="Spans of settled traces that no GenAI dialect recognised, by service",
+        )
+        self.no_target = meter.create_counter(
+            names.RULES_NO_TARGET,
+            description="Settled traces in which a rule found no target, by rule and reason",
+        )
         self._backlog_fn: Callable[[], BacklogState] | None = None
         meter.create_observable_gauge(
             names.BACKLOG, callbacks=[self._observe_backlog], description="Work waiting"
@@ -116,10 +125,11 @@ class Telemetry:
             description="Age in seconds of the oldest settled-but-unevaluated target",
         )
 
-    def prime(self, rules: Sequence[str] = ()) -> None:
-        """Start the drop, write and skip counters at 0, so a dashboard or alert expression
-        returns 0 (not "no data") before the first event. Series appear once, with the label
-        values that will be used later."""
+    def prime(self, rules: Sequence[str] = (), *, services: Sequence[str] = ()) -> None:
+        """Start the drop, write, skip and no-target counters at 0, so a dashboard or alert
+        expression returns 0 (not "no data") before the first event. Series appear once, with
+        the label values that will be used later; ``services`` primes the unrecognised-span
+        counter for the services expected to send spans."""
         from spanjudge.exporters import emitter, store_exporter
 
         try:
@@ -132,6 +142,10 @@ class Telemetry:
             for rule in rules:
                 for reason in SKIP_REASONS:
                     self.skipped.add(0, {names.L_RULE: rule, names.L_REASON: reason})
+                for reason in names.NO_TARGET_REASONS:
+                    self.no_target.add(0, {names.L_RULE: rule, names.L_REASON: reason})
+            for service in services:
+                self.unrecognised_spans.add(0, {names.L_SERVICE: service})
             self.enrich_forward_failed.add(0, {})
         except Exception:  # metrics must never stop the worker from starting
             logger.debug("priming counters failed", exc_info=True)
@@ -171,6 +185,15 @@ class Telemetry:
     def record_skip(self, rule: str, reason: str, count: int = 1) -> None:
         """Count targets a rule did not evaluate (reason: not_sampled, rate_budget, ...)."""
         self._add(self.skipped, count, {names.L_RULE: rule, names.L_REASON: reason})
+
+    def record_unrecognised_spans(self, service: str, count: int = 1) -> None:
+        """Spans of a settled trace that no dialect recognised (``read_span(s).dialect``)."""
+        self._add(self.unrecognised_spans, count, {names.L_SERVICE: service})
+
+    def record_no_target(self, rule: str, reason: str, count: int = 1) -> None:
+        """Settled traces (or conversations) in which ``rule`` found no target, by reason
+        (one of ``metric_names.NO_TARGET_REASONS``)."""
+        self._add(self.no_target, count, {names.L_RULE: rule, names.L_REASON: reason})
 
     # --- backlog -------------------------------------------------------------------------
     def set_backlog_callback(self, fn: Callable[[], BacklogState] | None) -> None:
@@ -242,7 +265,7 @@ def prometheus_reader(registry: CollectorRegistry | None = None) -> PrometheusMe
     return PrometheusMetricReader(registry=registry if registry is not None else REGISTRY)
 
 
-def prometheus_meter_provider(registry: CollectorRegistry | None = None) -> MeterProvider:
+def prometheus_meter_provider(registry: CollectorRegistry | None = None) -> SdkMeterProvider:
     """An SDK ``MeterProvider`` whose metrics are served by Prometheus on ``registry``."""
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 

@@ -42,6 +42,8 @@ _LAZY: dict[str, str] = {
     "evaluate": "spanjudge.evaluators.evaluate",
     # online evaluation
     "Rule": "spanjudge.evaluators.online.rules",
+    "MonitorConfig": "spanjudge.evaluators.online.config",
+    "read_span": "spanjudge.evaluators.online.dialects",
     "SpanFilter": "spanjudge.evaluators.online.rules",
     "Monitor": "spanjudge.evaluators.online.monitor",
     "monitor": "spanjudge.evaluators.online.monitor",

@@ -61,6 +61,10 @@ class RuleConfig(BaseModel):
     build_case: str | None = None  # "module:function"
 
 
+def _both_outputs() -> list[Literal["span", "event"]]:
+    return ["span", "event"]
+
+
 class WorkerSettings(BaseSettings):
     """Everything ``spanjudge worker`` needs; see the module docstring for the file format."""
 
@@ -91,9 +95,7 @@ class WorkerSettings(BaseSettings):
     downstream_endpoint: str | None = None  # else OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT
     # How results leave: "span" (evaluation span under the evaluated span, /v1/traces) and/or
     # "event" (gen_ai.evaluation.result log record on the evaluated span, /v1/logs)
-    outputs: list[Literal["span", "event"]] = Field(
-        default_factory=lambda: ["span", "event"], min_length=1
-    )
+    outputs: list[Literal["span", "event"]] = Field(default_factory=_both_outputs, min_length=1)
     service_name: str = "spanjudge-worker"
     rules: list[RuleConfig] = Field(default_factory=list)
     rules_entrypoint: str | None = None  # "module:function" returning a list of Rule

@@ -80,7 +80,7 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
             filter=config.filter,
             max_per_minute=config.max_per_minute,
             max_cost_per_day=config.max_cost_per_day,
-            name=config.name,
+            name=config.name,  # type: ignore[arg-type]  # None picks the default name
             build_case=build_case,
         )
     except ValueError as exc:

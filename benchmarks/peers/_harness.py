@@ -176,18 +176,24 @@ def profile(setup: Setup, name: str, n: int, top: int = 30) -> dict[str, Any]:
     rows = []
     entries = stats.stats.items()  # type: ignore[attr-defined]
     for (filename, line, func), (_cc, nc, tt, ct, _callers) in entries:
-        rows.append({
-            "function": f"{func} ({filename}:{line})",
-            "calls_per_call": round(nc / n, 2),
-            "own_us_per_call": round(tt / n * 1e6, 3),
-            "cum_us_per_call": round(ct / n * 1e6, 3),
-            "own_share": round(tt / total, 4) if total else None,
-        })
+        rows.append(
+            {
+                "function": f"{func} ({filename}:{line})",
+                "calls_per_call": round(nc / n, 2),
+                "own_us_per_call": round(tt / n * 1e6, 3),
+                "cum_us_per_call": round(ct / n * 1e6, 3),
+                "own_share": round(tt / total, 4) if total else None,
+            }
+        )
     rows.sort(key=lambda r: r["own_us_per_call"], reverse=True)
-    return {"event": "profile", "variant": name, "n": n,
-            "profiled_us_per_call": round(total / n * 1e6, 3), "top_own_time": rows[:top],
-            "top_cumulative": sorted(rows, key=lambda r: r["cum_us_per_call"],
-                                     reverse=True)[:top]}
+    return {
+        "event": "profile",
+        "variant": name,
+        "n": n,
+        "profiled_us_per_call": round(total / n * 1e6, 3),
+        "top_own_time": rows[:top],
+        "top_cumulative": sorted(rows, key=lambda r: r["cum_us_per_call"], reverse=True)[:top],
+    }
 
 
 def _emit(stream: TextIO, payload: dict[str, Any]) -> None:
@@ -203,17 +209,26 @@ def _python_info() -> dict[str, str]:
     }
 
 
-def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
-        [argparse.ArgumentParser], None] | None = None) -> int:
+def main(
+    build: Callable[[argparse.Namespace], Setup],
+    extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> int:
     """Entry point of a runner script: parse flags, build the setup, serve or run standalone."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--standalone", action="store_true", help="time and print one summary")
     parser.add_argument("--n", type=int, default=20000, help="calls per timed batch")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (standalone only)")
-    parser.add_argument("--slices", type=int, default=10,
-                        help="interleaved chunks per round (each variant gets n/slices calls each)")
-    parser.add_argument("--profile", metavar="VARIANT",
-                        help="cProfile N calls of one variant and print where the time goes")
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=10,
+        help="interleaved chunks per round (each variant gets n/slices calls each)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="VARIANT",
+        help="cProfile N calls of one variant and print where the time goes",
+    )
     if extra_args is not None:
         extra_args(parser)
     args = parser.parse_args()
@@ -222,8 +237,16 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
     try:
         setup = build(args)
     except Exception as exc:  # a peer that cannot even start is a result, not a crash
-        _emit(out, {"event": "error", "stage": "setup", "error": repr(exc),
-                    "traceback": traceback.format_exc(limit=8), **_python_info()})
+        _emit(
+            out,
+            {
+                "event": "error",
+                "stage": "setup",
+                "error": repr(exc),
+                "traceback": traceback.format_exc(limit=8),
+                **_python_info(),
+            },
+        )
         return 2
     setup.info.update(_python_info())
 
@@ -252,22 +275,49 @@ def main(build: Callable[[argparse.Namespace], Setup], extra_args: Callable[
         rounds = [run_round(setup, args.n, i, args.slices) for i in range(args.repeats)]
         extra = setup.shutdown() if setup.shutdown is not None else {}
         extra["calls_by_variant"] = setup.calls
-        _emit(out, {"event": "summary", "info": setup.info, "errors": setup.errors,
-                    "n": args.n, "repeats": args.repeats, "variants": summarize(rounds),
-                    "shutdown": extra})
+        _emit(
+            out,
+            {
+                "event": "summary",
+                "info": setup.info,
+                "errors": setup.errors,
+                "n": args.n,
+                "repeats": args.repeats,
+                "variants": summarize(rounds),
+                "shutdown": extra,
+            },
+        )
         return 0
 
-    _emit(out, {"event": "ready", "info": setup.info, "errors": setup.errors,
-                "variants": list(setup.variants)})
+    _emit(
+        out,
+        {
+            "event": "ready",
+            "info": setup.info,
+            "errors": setup.errors,
+            "variants": list(setup.variants),
+        },
+    )
     for line in sys.stdin:
         command = json.loads(line)
         if command["cmd"] == "run":
             try:
-                result = run_round(setup, int(command["n"]), int(command.get("round", 0)),
-                                   int(command.get("slices", args.slices)))
+                result = run_round(
+                    setup,
+                    int(command["n"]),
+                    int(command.get("round", 0)),
+                    int(command.get("slices", args.slices)),
+                )
             except Exception as exc:
-                _emit(out, {"event": "error", "stage": "run", "error": repr(exc),
-                            "traceback": traceback.format_exc(limit=8)})
+                _emit(
+                    out,
+                    {
+                        "event": "error",
+                        "stage": "run",
+                        "error": repr(exc),
+                        "traceback": traceback.format_exc(limit=8),
+                    },
+                )
                 return 3
             _emit(out, {"event": "round", **result})
         elif command["cmd"] == "quit":

@@ -38,9 +38,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     raw = _otel.raw_span(raw_provider.get_tracer("bench.raw"), _harness.trivial)
 
     llm_fn = observe(type="llm", model="gpt-4o-mini")(_harness.trivial)
-    retriever_fn = observe(type="retriever", embedder="text-embedding-3-small")(
-        _harness.trivial
-    )
+    retriever_fn = observe(type="retriever", embedder="text-embedding-3-small")(_harness.trivial)
     plain_fn = observe()(_harness.trivial)
 
     def flush() -> None:
@@ -50,8 +48,10 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         from deepeval.tracing.tracing import trace_manager
 
         raw_provider.force_flush()
-        return {"raw_spans_exported": raw_exporter.count,
-                "active_traces_left": len(getattr(trace_manager, "active_traces", {}))}
+        return {
+            "raw_spans_exported": raw_exporter.count,
+            "active_traces_left": len(getattr(trace_manager, "active_traces", {})),
+        }
 
     return _harness.Setup(
         variants={

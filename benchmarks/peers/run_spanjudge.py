@@ -83,11 +83,15 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         with tracer.start_as_current_span("chat trivial") as span:
             span.set_attribute(attrs.GEN_AI_OPERATION_NAME, "chat")
             span.set_attribute(attrs.SPANJUDGE_KIND, "llm")
-            span.set_attribute(attrs.GEN_AI_INPUT_MESSAGES, json.dumps(
-                [{"role": "user", "parts": [{"type": "text", "content": question}]}]))
+            span.set_attribute(
+                attrs.GEN_AI_INPUT_MESSAGES,
+                json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}]),
+            )
             result = fn(question)
-            span.set_attribute(attrs.GEN_AI_OUTPUT_MESSAGES, json.dumps(
-                [{"role": "assistant", "parts": [{"type": "text", "content": result}]}]))
+            span.set_attribute(
+                attrs.GEN_AI_OUTPUT_MESSAGES,
+                json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": result}]}]),
+            )
             return result
 
     variants: dict[str, Any] = {
@@ -103,8 +107,9 @@ def build(args: argparse.Namespace) -> _harness.Setup:
         variants["observe_retriever"] = observe(kind="retriever")(_harness.trivial)
     except Exception as exc:  # the tracer not being there yet is a result to report
         errors["observe"] = repr(exc)
-    return _harness.Setup(variants=variants, flush=flush, shutdown=shutdown, info=info,
-                          errors=errors, sample=sample)
+    return _harness.Setup(
+        variants=variants, flush=flush, shutdown=shutdown, info=info, errors=errors, sample=sample
+    )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,11 @@ def build(args: argparse.Namespace) -> _harness.Setup:
 
     def shutdown() -> dict[str, object]:
         flush()
-        return {"spans_exported": exporter.count, "raw_spans_exported": raw_exporter.count,
-                "last_span": _otel.span_summary(exporter.last)}
+        return {
+            "spans_exported": exporter.count,
+            "raw_spans_exported": raw_exporter.count,
+            "last_span": _otel.span_summary(exporter.last),
+        }
 
     return _harness.Setup(
         variants={

@@ -61,10 +61,10 @@ class Delivery:
                     self.stalled.add(output)
         confirmed = self.emitter.take_confirmed()
         by_output: dict[str, list[int]] = {}
-        for key, output in confirmed:
-            by_output.setdefault(output, []).append(key)
-        for output, job_ids in by_output.items():
-            self.store.mark_emitted(job_ids, now=now, output=output)
+        for key, name in confirmed:
+            by_output.setdefault(name, []).append(key)
+        for name, job_ids in by_output.items():
+            self.store.mark_emitted(job_ids, now=now, output=name)
         return len(confirmed)
 
     def reemit(self, now: float, *, flush_timeout: float) -> int:

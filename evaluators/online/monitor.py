@@ -303,11 +303,15 @@ def monitor(
 
         import spanjudge
         from spanjudge.evaluators import FaithfulnessMetric, MonitorConfig, Rule
+        from spanjudge.exporters.store import open_store
+        from spanjudge.exporters.store_exporter import store_span_processor
 
-        spanjudge.configure(service_name="support-bot", store="sqlite:///spanjudge.db")
+        store = open_store("sqlite:///spanjudge.db")
+        processor = store_span_processor(store)
+        spanjudge.configure(service_name="support-bot", span_processors=[processor])
         mon = spanjudge.monitor(
             [Rule(FaithfulnessMetric(model="gpt-4o-mini"), target="llm", sample_rate=0.1)],
-            store="sqlite:///spanjudge.db",
+            store=store,
             config=MonitorConfig(interval_seconds=10),
         )
         ...

@@ -1,9 +1,11 @@
 """Planning: settled traces and idle conversations become job rows, one per (rule, target).
 
 A target becomes a job when the rule's filter, its deterministic sampler and its budgets let it
-through; everything else is counted as skipped, by reason. The store ignores a (rule, target)
-pair it has seen before, so planning twice is harmless. Pure bookkeeping over the store: no
-judge calls happen here.
+through; everything else is counted as skipped, by reason. What planning cannot read is counted
+and logged too (:mod:`~spanjudge.evaluators.online.coverage`): spans no dialect recognises, and
+rules that find no target in a settled trace. The store ignores a (rule, target) pair it has
+seen before, so planning twice is harmless. Pure bookkeeping over the store: no judge calls
+happen here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from spanjudge.evaluators.online.coverage import Coverage, no_target_reason
 from spanjudge.evaluators.online.loading import load_conversation, load_trace
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.sampler import Budget, is_sampled
@@ -70,6 +73,7 @@ class Planner:
         self.store = store
         self.telemetry = telemetry
         self._stopping = stopping or threading.Event()
+        self.coverage = Coverage(telemetry)
         self.budgets: dict[str, Budget] = {}
         now = clock()
         day_start = now - (now % 86400)
@@ -109,10 +113,14 @@ class Planner:
 
     def plan_traces(self, trace_ids: Sequence[str], report: TickReport, now: float) -> None:
         span_rules = [r for r in self.rules.values() if r.target != "conversation"]
+        conv_rules = [r for r in self.rules.values() if r.target == "conversation"]
         for trace_id in trace_ids:
-            if span_rules:
+            # read even with conversation rules alone: a conversation whose turns no dialect
+            # reads would otherwise never appear, and nothing would say why
+            if self.rules:
                 spans = load_trace(self.store, trace_id)
                 specs: list[JobSpec] = []
+                reasons: list[tuple[Rule, str | None]] = []
                 for rule in span_rules:
                     targets = find_targets(rule, spans)
                     for target in targets:
@@ -125,10 +133,14 @@ class Planner:
                         every = find_targets(rule, spans, apply_filter=False)
                         if len(every) > len(targets):
                             self.skip(rule, "filtered", report, len(every) - len(targets))
+                    reasons.append((rule, None if targets else no_target_reason(rule, spans)))
+                reasons.extend((rule, no_target_reason(rule, spans)) for rule in conv_rules)
+                self.coverage.trace(spans, reasons)
                 if specs:
                     report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
             self.store.mark_planned(traces=[trace_id], now=now)
             report.planned_traces += 1
+        self.coverage.flush()
 
     def plan_conversations(
         self, conversation_ids: Sequence[str], report: TickReport, now: float
@@ -139,7 +151,10 @@ class Planner:
                 spans = load_conversation(self.store, conversation_id)
                 target = conversation_target(conversation_id, spans)
                 specs = []
-                if target is not None:
+                if target is None:
+                    for rule in conv_rules:
+                        self.coverage.conversation_without_turns(rule, conversation_id, spans)
+                else:
                     for rule in conv_rules:
                         if rule.matches(target):
                             spec = self._admit(rule, target, report, now)
@@ -151,6 +166,7 @@ class Planner:
                     report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
             self.store.mark_planned(conversations=[conversation_id], now=now)
             report.planned_conversations += 1
+        self.coverage.flush()
 
     def _admit(self, rule: Rule, target: Target, report: TickReport, now: float) -> JobSpec | None:
         if not is_sampled(rule.name, target.target_id, rule.sample_rate):

@@ -148,9 +148,8 @@ def _emitter(otlp_endpoint: str | None) -> Any:
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    return ScoreEmitter(
-        span_exporter=InMemorySpanExporter(), log_exporter=InMemoryLogRecordExporter()
-    )
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]  # untyped in the SDK
+    return ScoreEmitter(span_exporter=InMemorySpanExporter(), log_exporter=logs)
 
 
 def _print_results(console: Console, results: list[Any]) -> None:

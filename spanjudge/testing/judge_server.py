@@ -96,6 +96,11 @@ class _State:
     max_in_flight: int = 0
 
 
+def _content_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
 def _tokens(text: str) -> int:
     return len(text) // 4 + 1
 
@@ -130,7 +135,7 @@ class ScriptedJudgeServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> ScriptedJudgeServer:
         if not self._started:
@@ -191,7 +196,7 @@ class ScriptedJudgeServer:
             body = json.loads(raw or b"{}")
             messages = body.get("messages") or []
             prompt = "\n\n".join(
-                m.get("content")
+                str(m["content"])
                 if isinstance(m.get("content"), str)
                 else json.dumps(m.get("content"))
                 for m in messages

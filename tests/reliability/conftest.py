@@ -16,9 +16,9 @@ import pytest
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import CollectorRegistry
 
-from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.exporters.store import StoreError
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.loop.conftest import Clock
 from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
 from tests.reliability.probes import NO_OPINIONS

@@ -18,12 +18,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent, flaky_agent

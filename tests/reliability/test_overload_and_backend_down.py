@@ -21,7 +21,6 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
@@ -29,6 +28,7 @@ from spanjudge.exporters.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SQLiteStore
 from spanjudge.exporters.store_exporter import QUEUE_FULL, StoreSpanExporter
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, SPANS_PER_TURN, agent
@@ -178,7 +178,9 @@ def test_backend_down_counts_failed_exports_and_resends_with_the_same_ids_when_b
         assert (
             prom(registry, "spanjudge_emitter_dropped_spans_total", reason=DROP_EXPORT_FAILED) == 3
         )
-        assert len(store.unemitted_results(outputs=["span"])) == 3  # not marked emitted: nobody received them
+        assert (
+            len(store.unemitted_results(outputs=["span"])) == 3
+        )  # not marked emitted: nobody received them
 
         clock.advance(1)
         early = mon.tick()  # within a lease: a live evaluator might still be emitting them

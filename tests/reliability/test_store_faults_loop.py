@@ -26,7 +26,6 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
@@ -34,6 +33,7 @@ from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 from spanjudge.exporters.store_exporter import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent
 from tests.reliability.probes import NO_OPINIONS, prom

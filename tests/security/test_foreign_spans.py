@@ -20,7 +20,6 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
@@ -28,6 +27,7 @@ from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.exporters.store import ORPHAN_SETTLE_FACTOR
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401

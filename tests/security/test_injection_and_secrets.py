@@ -40,7 +40,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from starlette.testclient import TestClient
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
@@ -51,6 +50,7 @@ from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, StoreError, open_store
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.settings import ConfigError, WorkerSettings, load_settings
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, observe
 from tests.evaluators.loop.conftest import App, Clock

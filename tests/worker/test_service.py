@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 from google.protobuf import json_format
 
-from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.exporters import metric_names as mn
+from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config, count_spans, split_request

@@ -196,10 +196,14 @@ def _read_legacy(view: GenAIView) -> None:
         items = text.indexed(a, _INDEXED[prefix])
         if not items:
             plain = raw(view, prefix, "input" if want_input else "actual_output")
+            found: list[Any] | None
             if isinstance(plain, str) and plain.lstrip()[:1] not in ("[", "{"):
-                items = [plain] if plain.strip() else []
+                found = [plain] if plain.strip() else None
             else:
-                items = text.as_messages(plain) or []
+                found = text.as_messages(plain)
+            if not found:
+                continue
+            items = found
         if not items:
             continue
         if want_input:

@@ -4,6 +4,7 @@ JSON, ``spanjudge.retrieval.documents.content`` beside the semconv document ids)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from spanjudge.evaluators.online.dialects import semconv, text
@@ -26,7 +27,7 @@ def matches(span: SpanRecord) -> bool:
 def read(view: GenAIView) -> None:
     a = view.span.attributes
     kind = a.get(attrs.SPANJUDGE_KIND)
-    view.kind = semconv.kind_of(view.span) or (kind if kind in attrs.KINDS else None)  # type: ignore[assignment]
+    view.kind = semconv.kind_of(view.span) or (kind if kind in attrs.KINDS else None)
     user = a.get(attrs.SPANJUDGE_USER_ID)
     view.user_id = user if isinstance(user, str) and user else None
     if view.kind == "retriever":
@@ -62,7 +63,7 @@ def captured(view: GenAIView, key: str, field_name: str) -> str | None:
         return None
     if isinstance(value, str):
         try:
-            parsed = semconv.json.loads(value)
+            parsed = json.loads(value)
         except (ValueError, RecursionError):
             hint = (
                 " (cut by the tracer's size limit)"

@@ -10,13 +10,13 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.exporters.telemetry import Telemetry
+from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import conversation, observe
 

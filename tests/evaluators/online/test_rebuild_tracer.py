@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule, build_case, conversation_target, find_targets
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.convert import span_to_record
+from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import capture, observe
 
 

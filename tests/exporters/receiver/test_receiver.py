@@ -25,9 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.testclient import TestClient
 
 from spanjudge.exporters import metric_names as names
+from spanjudge.exporters.convert import span_to_record
 from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.convert import span_to_record
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 
