@@ -140,22 +140,24 @@ class _Misses:
 
 
 _WHAT = {
-    "no_span_of_kind": "found no {target} span in {n} trace(s)",
-    "filtered": "refused every {target} span by its filter in {n} trace(s)",
-    "no_genai_span": "found no span any GenAI dialect reads in {n} trace(s)",
-    "no_root_span": "found no root span in {n} trace(s)",
-    "no_conversation": "found agent/LLM turns without a conversation id in {n} trace(s)",
-    "no_turns": "found no agent or LLM turn in {n} conversation(s)",
+    "no_span_of_kind": "found no {target} span in {n} {unit}",
+    "filtered": "refused every {target} target by its filter in {n} {unit}",
+    "no_genai_span": "found no span any GenAI dialect reads in {n} {unit}",
+    "no_root_span": "found no root span in {n} {unit}",
+    "no_conversation": "found agent/LLM turns without a conversation id in {n} {unit}",
+    "no_turns": "found no agent or LLM turn in {n} {unit}",
 }
+# what a count is of: conversations for what conversation planning finds, else traces
+_PER_CONVERSATION = ("no_turns", "filtered")
 
 
 class Coverage:
     """The planner's count of what it could not read (see the module docstring).
 
-    Call :meth:`trace` per settled trace, :meth:`conversation_without_turns` per conversation
-    without turns, and :meth:`flush` after each batch: ``no_genai_span`` traces only count when
-    the rule found no target in any trace of the batch (a health-check trace beside real
-    traffic is not a miss).
+    Call :meth:`trace` per settled trace, :meth:`conversation` per idle conversation a
+    conversation rule cannot evaluate, and :meth:`flush` after each batch: ``no_genai_span``
+    traces only count when the rule found no target in any trace of the batch (a health-check
+    trace beside real traffic is not a miss).
     """
 
     def __init__(self, telemetry: Telemetry | None = None, *, memory: int = MEMORY) -> None:
@@ -187,12 +189,13 @@ class Coverage:
             miss.unknown += len(unknown)
             miss.example = miss.example or spans[0].trace_id
 
-    def conversation_without_turns(
-        self, rule: Rule, conversation_id: str, spans: list[SpanRecord]
+    def conversation(
+        self, rule: Rule, reason: str, conversation_id: str, spans: list[SpanRecord]
     ) -> None:
+        """An idle conversation ``rule`` does not evaluate: ``no_turns`` or ``filtered``."""
         key = (rule.name, rule.target, trace_service(spans))
         miss = self._misses.setdefault(key, _Misses())
-        miss.reasons["no_turns"] += 1
+        miss.reasons[reason] += 1
         miss.kinds.update(kinds_seen(spans))
         miss.example = miss.example or (spans[0].trace_id if spans else conversation_id)
 
@@ -207,12 +210,14 @@ class Coverage:
                 if self.telemetry is not None:
                     self.telemetry.record_no_target(rule, reason, count)
                 if self.logged.first(("rule", rule, service, reason)):
-                    what = _WHAT.get(reason, reason + " in {n} trace(s)")
+                    what = _WHAT.get(reason, reason + " in {n} {unit}")
+                    per_conversation = target == "conversation" and reason in _PER_CONVERSATION
+                    unit = "conversation(s)" if per_conversation else "trace(s)"
                     logger.warning(
                         "rule %s %s of service %s; spans seen: %s. "
                         "See how they were read: spanjudge explain %s",
                         rule,
-                        what.format(target=target, n=count),
+                        what.format(target=target, n=count, unit=unit),
                         service,
                         describe_kinds(miss.kinds, miss.unknown),
                         miss.example,

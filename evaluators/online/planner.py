@@ -153,7 +153,7 @@ class Planner:
                 specs = []
                 if target is None:
                     for rule in conv_rules:
-                        self.coverage.conversation_without_turns(rule, conversation_id, spans)
+                        self.coverage.conversation(rule, "no_turns", conversation_id, spans)
                 else:
                     for rule in conv_rules:
                         if rule.matches(target):
@@ -162,6 +162,7 @@ class Planner:
                                 specs.append(spec)
                         else:
                             self.skip(rule, "filtered", report)
+                            self.coverage.conversation(rule, "filtered", conversation_id, spans)
                 if specs:
                     report.jobs_enqueued += self.store.enqueue_jobs(specs, now=now)
             self.store.mark_planned(conversations=[conversation_id], now=now)
