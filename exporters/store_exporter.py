@@ -237,14 +237,24 @@ class StoreSpanExporter(_StoreWriter[ReadableSpan], SpanExporter):
 def store_span_processor(store: SpanLog, **kwargs: Any) -> SpanProcessor:
     """A span processor that copies every finished span into ``store``.
 
-    A :class:`SimpleSpanProcessor` is enough: the exporter's ``export()`` only queues. The
-    exporter is reachable as ``processor.span_exporter`` for its counters.
+    A simple processor is enough: the exporter's ``export()`` only queues. Its ``force_flush()``
+    waits until the queued spans are in the store (the SDK's own simple processor does not ask
+    its exporter). The exporter is reachable as ``processor.span_exporter`` for its counters.
 
     Example::
 
         provider.add_span_processor(store_span_processor(open_store(), max_queue_spans=50_000))
     """
-    return SimpleSpanProcessor(StoreSpanExporter(store, **kwargs))
+    return _StoreSpanProcessor(StoreSpanExporter(store, **kwargs))
+
+
+class _StoreSpanProcessor(SimpleSpanProcessor):
+    def __init__(self, exporter: StoreSpanExporter) -> None:
+        super().__init__(exporter)
+        self.store_exporter = exporter
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.store_exporter.force_flush(timeout_millis)
 
 
 # --- GenAI content log records ------------------------------------------------------------------

@@ -15,160 +15,19 @@ Modes (``mode`` setting):
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
+from spanjudge.ingest import IngestGate
+from spanjudge.rule_config import build_rules, make_judge
+from spanjudge.settings import WorkerSettings
+
+__all__ = ["IngestGate", "Worker", "build_rules", "run_backfill", "run_worker"]
 
 logger = logging.getLogger("spanjudge.worker")
-
-
-def import_object(path: str, what: str) -> Any:
-    """``"package.module:name"`` -> the object; errors name the setting."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"{what}: expected 'module:function', got {path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{what}: cannot import module {module_name!r}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
-
-
-def make_judge(settings: WorkerSettings) -> Any:
-    from spanjudge.evaluators.judges import LiteLLMJudge
-
-    return LiteLLMJudge(
-        settings.judge_model,
-        timeout=settings.judge_timeout,
-        max_concurrency=settings.judge_max_concurrency,
-        **settings.judge_options,
-    )
-
-
-def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
-    from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-    from spanjudge.evaluators.online import Rule
-
-    metric_classes: dict[str, Any] = {
-        "faithfulness": FaithfulnessMetric,
-        "bias": BiasMetric,
-        "topic_adherence": TopicAdherenceMetric,
-    }
-    where = f"rules.{index}"
-    params = dict(config.params)
-    params.setdefault("model", judge)
-    try:
-        metric = metric_classes[config.metric](**params)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}.params: {exc}") from exc
-    build_case = (
-        import_object(config.build_case, f"{where}.build_case") if config.build_case else None
-    )
-    try:
-        return Rule(
-            metric,
-            target=config.target,
-            sample_rate=config.sample_rate,
-            filter=config.filter,
-            max_per_minute=config.max_per_minute,
-            max_cost_per_day=config.max_cost_per_day,
-            name=config.name,  # type: ignore[arg-type]  # None picks the default name
-            build_case=build_case,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
-
-
-def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:
-    rules = [build_rule(cfg, judge, i) for i, cfg in enumerate(settings.rules)]
-    if settings.rules_entrypoint:
-        factory = import_object(settings.rules_entrypoint, "rules_entrypoint")
-        try:
-            extra = factory() if callable(factory) else factory
-        except Exception as exc:
-            raise ConfigError(
-                f"rules_entrypoint {settings.rules_entrypoint!r} raised: {exc}"
-            ) from exc
-        rules.extend(list(extra))
-    if not rules:
-        raise ConfigError("no rules: add [[rules]] to the config file or set rules_entrypoint")
-    return rules
-
-
-class IngestGate:
-    """Writes received spans to the store, refusing new requests while too many are waiting.
-
-    The count is of spans inside ``write`` calls right now: a slow or locked store makes it grow,
-    and past ``max_pending_spans`` the receiver answers 503 + Retry-After instead of queueing more.
-    ``outbox(spans, now)`` (enrich mode) returns the outbox entries written in the same
-    transaction as the spans; ``telemetry`` counts the spans written.
-    """
-
-    def __init__(
-        self,
-        store: Any,
-        *,
-        max_pending_spans: int,
-        clock: Callable[[], float] = time.time,
-        outbox: Callable[[Sequence[Any], float], Sequence[Any]] | None = None,
-        after_write: Callable[[Sequence[Any]], None] | None = None,
-        telemetry: Any = None,
-    ) -> None:
-        self.store = store
-        self.max_pending_spans = max_pending_spans
-        self.clock = clock
-        self.outbox = outbox
-        self.after_write = after_write
-        self.telemetry = telemetry
-        self._pending = 0
-        self._lock = threading.Lock()
-        self.refused = 0
-
-    def backpressure(self) -> float | None:
-        with self._lock:
-            if self._pending >= self.max_pending_spans:
-                self.refused += 1
-                return 1.0
-        return None
-
-    def shedding(self) -> bool:
-        """True while new requests would be refused (``/readyz`` reports not ready)."""
-        with self._lock:
-            return self._pending >= self.max_pending_spans
-
-    def write(self, records: Sequence[Any]) -> None:
-        def store(now: float) -> None:
-            if self.outbox is None:
-                self.store.write_spans(records, now=now)
-            else:
-                self.store.write_spans(records, now=now, outbox=self.outbox(records, now))
-
-        self._counted(len(records), store)
-        if self.telemetry is not None:
-            self.telemetry.record_exporter_written(len(records))
-        if self.after_write is not None:
-            self.after_write(records)
-
-    def write_logs(self, events: Sequence[Any]) -> None:
-        """Store received GenAI content log events, counted as pending like spans."""
-        self._counted(len(events), lambda now: self.store.write_logs(events, now=now))
-
-    def _counted(self, count: int, store: Callable[[float], None]) -> None:
-        with self._lock:
-            self._pending += count
-        try:
-            store(self.clock())
-        finally:
-            with self._lock:
-                self._pending -= count
 
 
 class Worker:

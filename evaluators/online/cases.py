@@ -23,17 +23,23 @@ Nothing here raises on bad spans: every problem ends as a :class:`Skip` with a r
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from spanjudge.evaluators.online.context import (
+    MAX_FIELD_CHARS,
+    MAX_TOOL_CALLS,
+    cap,
+    context_of,
+    retrieval_context,
+    tools_called,
+)
 from spanjudge.evaluators.online.dialects import GenAIView, read_span
-from spanjudge.evaluators.online.dialects.text import MAX_RAW_CHARS, document_texts
+from spanjudge.evaluators.online.dialects.text import MAX_RAW_CHARS
 from spanjudge.evaluators.online.scope import SpanTree
 from spanjudge.evaluators.online.targets import Skip, Target, span_kind, turn_spans
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
+from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge.evaluators.online.rules import Rule
@@ -47,12 +53,7 @@ __all__ = [
     "default_case",
 ]
 
-MAX_FIELD_CHARS = 100_000
-"""Longest rebuilt text field (input, output, each turn, retrieval context in total)."""
-MAX_TOOL_CALLS = 200
 MAX_TURNS = 1_000
-CONTEXT_SOURCES = ("retrieval", "tool_results", "system_instructions")
-_TRUNCATED = attrs.TRUNCATION_MARKER
 
 Case = LLMTestCase | ConversationalTestCase
 
@@ -138,8 +139,8 @@ def default_case(
             [span] if target.target_type == "llm" else [s for s in scope if span_kind(s) == "llm"]
         )
     truncated: list[str] = []
-    retrieval, source = _context(scope, models, notes, where, truncated, context_fallback)
-    tools = _tools_called(scope, notes, where)
+    retrieval, source = context_of(scope, models, notes, where, truncated, context_fallback)
+    tools = tools_called(scope, notes, where)
     metadata: dict[str, Any] = {
         "target_type": target.target_type,
         "trace_id": span.trace_id,
@@ -148,8 +149,8 @@ def default_case(
     }
     if source is not None:
         metadata["context_source"] = source
-    text_in = _cap(text_in or "", "input", truncated)
-    text_out = _cap(text_out or "", "actual_output", truncated)
+    text_in = cap(text_in or "", "input", truncated)
+    text_out = cap(text_out or "", "actual_output", truncated)
     if truncated:
         metadata["truncated_fields"] = truncated
     return LLMTestCase(
@@ -181,7 +182,7 @@ def _conversation_case(
             continue
         if text_in:
             turns.append(
-                Turn(role="user", content=_cap(text_in, f"turns[{position}].user", truncated))
+                Turn(role="user", content=cap(text_in, f"turns[{position}].user", truncated))
             )
         if text_out:
             scope = tree.subtree(span)
@@ -189,9 +190,9 @@ def _conversation_case(
             turns.append(
                 Turn(
                     role="assistant",
-                    content=_cap(text_out, f"turns[{position}].assistant", truncated),
-                    retrieval_context=_retrieval_context(scope, {}, where, truncated),
-                    tools_called=_tools_called(scope, {}, where),
+                    content=cap(text_out, f"turns[{position}].assistant", truncated),
+                    retrieval_context=retrieval_context(scope, {}, where, truncated),
+                    tools_called=tools_called(scope, {}, where),
                     metadata={"trace_id": span.trace_id, "span_id": span.span_id},
                 )
             )
@@ -268,140 +269,5 @@ def _first_text(spans: Iterable[SpanRecord], field_name: str, notes: dict[str, s
     return None
 
 
-# ====================================================================== context and tools
-def _context(
-    scope: list[SpanRecord],
-    models: list[SpanRecord],
-    notes: dict[str, str],
-    where: str,
-    truncated: list[str],
-    fallback: bool,
-) -> tuple[list[str] | None, str | None]:
-    """The retrieval context and where it came from (see the module docstring)."""
-    found = _retrieval_context(scope, notes, where, truncated)
-    if found is not None:
-        return found, "retrieval"
-    if not fallback:
-        return None, None
-    results = [
-        text for s in scope if span_kind(s) == "tool" for text in _result_texts(read_span(s))
-    ]
-    if results:
-        notes.pop("retrieval_context", None)
-        return _bounded(results, truncated), "tool_results"
-    systems = [v.system_text for v in map(read_span, models) if v.system_text]
-    if systems:
-        notes.pop("retrieval_context", None)
-        return _bounded(list(dict.fromkeys(systems)), truncated), "system_instructions"
-    return None, None
-
-
-def _result_texts(view: GenAIView) -> list[str]:
-    result = view.tool.result if view.tool is not None else None
-    if result is None:
-        return []
-    texts = document_texts(result)
-    if texts:
-        return texts
-    return [json.dumps(result, ensure_ascii=False, default=str)]
-
-
-def _retrieval_context(
-    scope: list[SpanRecord], notes: dict[str, str], where: str, truncated: list[str]
-) -> list[str] | None:
-    retrievers = [read_span(s) for s in scope if span_kind(s) == "retriever"]
-    if not retrievers:
-        notes.setdefault("retrieval_context", f"no retriever spans in {where}")
-        return None
-    texts: list[str] = []
-    for view in retrievers:
-        if not view.document_texts and "retrieval_context" in view.notes:
-            notes.setdefault("retrieval_context", view.notes["retrieval_context"])
-        texts.extend(view.document_texts)
-    if not texts:
-        off = next((v.capture_off for v in retrievers if v.capture_off), None)
-        notes.setdefault(
-            "retrieval_context",
-            f"{len(retrievers)} retriever span(s) in {where} carry no document text"
-            + (f": {off}" if off else " (only document ids and scores)"),
-        )
-        return None
-    return _bounded(texts, truncated)
-
-
-def _bounded(texts: list[str], truncated: list[str]) -> list[str]:
-    # the whole context shares one size budget, so a judge prompt stays bounded
-    out: list[str] = []
-    room = MAX_FIELD_CHARS
-    for text in texts:
-        if room <= 0:
-            truncated.append("retrieval_context")
-            break
-        if len(text) > room:
-            out.append(text[:room] + _TRUNCATED.format(dropped=len(text) - room))
-            truncated.append("retrieval_context")
-            break
-        out.append(text)
-        room -= len(text)
-    return out
-
-
-def _tool_output(value: Any) -> Any:
-    """Tool results are free-form; keep them bounded without dropping the call."""
-    if isinstance(value, str):
-        return value if len(value) <= MAX_FIELD_CHARS else _cap(value, "tool", [])
-    try:
-        size = len(json.dumps(value, default=str))
-    except (TypeError, ValueError, RecursionError):
-        return str(value)[:MAX_FIELD_CHARS]
-    if size > MAX_FIELD_CHARS:
-        return _cap(json.dumps(value, default=str), "tool", [])
-    return value
-
-
-def _tools_called(
-    scope: list[SpanRecord], notes: dict[str, str], where: str
-) -> list[ToolCall] | None:
-    calls: list[ToolCall] = []
-    for span in scope:
-        view = read_span(span)
-        if view.kind != "tool" or view.tool is None or not view.tool.name.strip():
-            continue
-        if len(calls) >= MAX_TOOL_CALLS:
-            notes.setdefault(
-                "tools_called", f"more than {MAX_TOOL_CALLS} tool calls in {where}; kept the first"
-            )
-            break
-        args = view.tool.arguments
-        params: dict[str, Any] | None
-        if args is None:
-            params = None
-        elif isinstance(args, Mapping):
-            params = {str(k): v for k, v in args.items()}
-        else:
-            params = {"value": args}
-        if params is not None and len(json.dumps(params, default=str)) > MAX_FIELD_CHARS:
-            params = {"value": _cap(json.dumps(params, default=str), "tool", [])}
-        calls.append(
-            ToolCall(
-                name=view.tool.name,
-                input_parameters=params,
-                output=_tool_output(view.tool.result),
-                description=view.tool.description,
-            )
-        )
-    if not calls:
-        notes.setdefault("tools_called", f"no tool spans in {where}")
-        return None
-    return calls
-
-
 def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _cap(text: str, name: str, truncated: list[str]) -> str:
-    if len(text) <= MAX_FIELD_CHARS:
-        return text
-    truncated.append(name)
-    return text[:MAX_FIELD_CHARS] + _TRUNCATED.format(dropped=len(text) - MAX_FIELD_CHARS)

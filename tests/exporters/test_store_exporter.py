@@ -204,3 +204,18 @@ def test_store_span_processor_wraps_the_exporter(store: SpanStore) -> None:
     assert isinstance(exporter, StoreSpanExporter)
     assert exporter.max_queue_spans == 5
     processor.shutdown()
+
+
+def test_processor_force_flush_waits_until_spans_are_in_the_store(store: SpanStore) -> None:
+    # The SDK's SimpleSpanProcessor.force_flush() never asks its exporter; a Tracing.force_flush()
+    # before planning must mean "the spans are in the store".
+    from opentelemetry.sdk.trace import TracerProvider
+
+    processor = store_span_processor(store, flush_interval=60.0)  # no timer-driven write
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("root") as span:
+        trace_id = format(span.get_span_context().trace_id, "032x")
+    assert processor.force_flush(5_000)
+    assert [s.name for s in store.trace_spans(trace_id)] == ["root"]
+    provider.shutdown()

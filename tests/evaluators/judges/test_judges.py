@@ -292,7 +292,7 @@ def test_many_waiters_in_one_loop_do_not_deadlock(judge_server: Any) -> None:
 
 
 def test_cancelled_waiters_never_keep_a_slot() -> None:
-    from spanjudge.evaluators.judges.base import Slots
+    from spanjudge.evaluators.judges.slots import Slots
 
     slots = Slots(1)
 
