@@ -9,18 +9,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.store import OutboxClaim, SpanStore
-from spanjudge.exporters.store.base import JobQueue, Outbox, ResultStore, SpanLog, StoreAdmin
+from spanjudge.exporters.store.base import (
+    EventLog,
+    JobQueue,
+    Outbox,
+    ResultStore,
+    SpanLog,
+    StoreAdmin,
+)
 from spanjudge.exporters.store.postgres import PostgresStore
 from spanjudge.exporters.store.sqlite import SQLiteStore
 
-PROTOCOLS = (SpanLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore)
+PROTOCOLS = (SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore)
 
 
 def as_every_part(
     store: SQLiteStore | PostgresStore,
-) -> tuple[SpanLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore]:
+) -> tuple[SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore]:
     # mypy checks each concrete class against each protocol here
-    return store, store, store, store, store, store
+    return store, store, store, store, store, store, store
 
 
 def test_each_backend_satisfies_every_protocol(store: SpanStore) -> None:
