@@ -108,12 +108,12 @@ class RuleVerdict:
 
     @property
     def status(self) -> str:
-        """``filtered`` | ``not sampled`` | ``skipped`` | ``evaluated``."""
+        """``filtered`` | ``not sampled`` | ``skipped`` | ``would evaluate``."""
         if not self.passes_filter:
             return "filtered"
         if not self.sampled:
             return "not sampled"
-        return "skipped" if self.skip is not None else "evaluated"
+        return "skipped" if self.skip is not None else "would evaluate"
 
 
 @dataclass(slots=True)
