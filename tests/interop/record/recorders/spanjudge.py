@@ -62,9 +62,10 @@ def record(rec: harness.Recording) -> None:
     def support_agent(question: str) -> str:
         docs = retrieve(question)
         context = "\n".join(d["content"] for d in docs)
+        system = scenario.SYSTEM_PROMPT_TEMPLATE.format(context=context)
         completion = chat(
             [
-                {"role": "system", "content": scenario.SYSTEM_PROMPT_TEMPLATE.format(context=context)},
+                {"role": "system", "content": system},
                 {"role": "user", "content": question},
             ]
         )
