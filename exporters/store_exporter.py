@@ -46,9 +46,7 @@ from spanjudge.exporters.otlp_decode import (
     ignored_reason,
 )
 from spanjudge.exporters.records import LogEvent, SpanRecord
-from spanjudge.exporters.store.base import EventLog, SpanStore
-
-SpanLog = SpanStore  # narrowed to the span-log protocol once the store exposes it
+from spanjudge.exporters.store.base import EventLog, SpanLog
 
 logger = logging.getLogger("spanjudge.store_exporter")
 

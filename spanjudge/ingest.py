@@ -5,7 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from spanjudge.exporters.store.base import EventLog, SpanLog
+
+
+class Ingest(SpanLog, EventLog, Protocol):
+    """What the gate writes to: spans and content log events."""
 
 
 class IngestGate:
@@ -19,7 +25,7 @@ class IngestGate:
 
     def __init__(
         self,
-        store: Any,
+        store: Ingest,
         *,
         max_pending_spans: int,
         clock: Callable[[], float] = time.time,

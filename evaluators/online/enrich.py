@@ -44,7 +44,7 @@ from spanjudge.evaluators.online.targets import span_kind
 from spanjudge.exporters.convert import to_readable_span
 from spanjudge.exporters.evaluation_result import score_attributes
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store.base import OutboxEntry, SpanStore
+from spanjudge.exporters.store.base import Outbox, OutboxEntry
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class Enricher:
     def __init__(
         self,
         rules: Sequence[Rule],
-        store: SpanStore,
+        store: Outbox,
         span_exporter: SpanExporter,
         *,
         max_hold_seconds: float = 120.0,
