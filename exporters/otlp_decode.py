@@ -228,7 +228,14 @@ def _parse_json(body: bytes, request: _Request) -> _Request:
     _rewrite_ids(data)
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
+    except (
+        json_format.ParseError,
+        RecursionError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        OverflowError,  # an infinity where an integer or enum belongs
+    ) as exc:
         raise OtlpDecodeError(f"invalid OTLP/JSON: {_printable(exc)}") from None
     except SystemError:
         # protobuf's C extension fails this way on a "\ud800" escape (not valid UTF-8)

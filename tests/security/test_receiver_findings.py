@@ -9,6 +9,10 @@ from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json
 from spanjudge.exporters.receiver import create_receiver_app
 
 BODIES = [
+    # an infinity where an enum or an integer belongs: protobuf raised OverflowError (a 500);
+    # found by the hostile-JSON property test in issue 12's session
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": Infinity}]}]}]}',
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": -Infinity}]}]}]}',
     b'{"\\ud800": 1}',
     b'{"resourceSpans": "\\ud800"}',
     b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": "\\ud800"}]}]}]}',
@@ -16,7 +20,7 @@ BODIES = [
 
 
 @pytest.mark.parametrize("body", BODIES)
-def test_lone_surrogate_escapes_in_json_get_a_400_not_a_500(body: bytes) -> None:
+def test_hostile_json_values_get_a_400_not_a_500(body: bytes) -> None:
     client = TestClient(
         create_receiver_app(sink=lambda records: None), raise_server_exceptions=False
     )
