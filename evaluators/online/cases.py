@@ -231,12 +231,12 @@ def _missing(metric: Any, case: Case) -> list[str]:
 
 # ====================================================================== text fields
 def _why_empty(view: GenAIView, field_name: str) -> str:
-    if field_name in view.notes:
-        return view.notes[field_name]
     span = view.span
     what = "input" if field_name == "input" else "output"
-    if view.capture_off:
+    if view.capture_off:  # the setting to switch on explains best
         return f"span {span.span_id} ({span.name!r}) has no {what} text: {view.capture_off}"
+    if field_name in view.notes:
+        return view.notes[field_name]
     dialect = f"{view.dialect} span" if view.dialect else "no known GenAI dialect"
     return f"span {span.span_id} ({span.name!r}) has no {what} text ({dialect})"
 
@@ -247,12 +247,14 @@ def _turn_text(
     """A span's question and answer. An agent turn that carries no text itself (the official
     OpenAI instrumentation's agent spans, an app's own turn span around an instrumented client)
     speaks through its model calls: the first call's input, the last call's output."""
-    if read_span(span).kind != "agent":
+    view = read_span(span)
+    if view.kind != "agent":
         return _first_text([span], "input", notes), _first_text([span], "actual_output", notes)
+    # a value that is there but unreadable is reported, not papered over by the calls below
     calls = [s for s in tree.subtree(span) if span_kind(s) == "llm"]
-    text_in = _first_text([span, *calls], "input", notes)
-    text_out = _first_text([span, *reversed(calls)], "actual_output", notes)
-    return text_in, text_out
+    ins = [span] if "input" in view.notes else [span, *calls]
+    outs = [span] if "actual_output" in view.notes else [span, *reversed(calls)]
+    return _first_text(ins, "input", notes), _first_text(outs, "actual_output", notes)
 
 
 def _first_text(spans: Iterable[SpanRecord], field_name: str, notes: dict[str, str]) -> str | None:

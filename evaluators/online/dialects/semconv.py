@@ -159,6 +159,11 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
         if found:
             view.input_text = view.input_text or text.last_user_text(found)
             view.system_text = view.system_text or text.system_text(found)
+            if view.input_text is None:
+                view.note(
+                    "input",
+                    f"{attrs.GEN_AI_INPUT_MESSAGES} on span {view.span.span_id} holds no text",
+                )
     if view.output_text is None:
         found = messages(view, attrs.GEN_AI_OUTPUT_MESSAGES, "actual_output", source)
         if found:
@@ -168,6 +173,11 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
                     "actual_output",
                     f"span {view.span.span_id} ({view.span.name!r}): the model answered with "
                     "tool calls only, no text",
+                )
+            elif view.output_text is None:
+                view.note(
+                    "actual_output",
+                    f"{attrs.GEN_AI_OUTPUT_MESSAGES} on span {view.span.span_id} holds no text",
                 )
     if view.system_text is None:
         found = messages(view, attrs.GEN_AI_SYSTEM_INSTRUCTIONS, "system", source)
