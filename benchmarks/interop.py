@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY_PACKAGES = re.compile(
     r"^(openinference-.*|traceloop-sdk|opentelemetry-instrumentation-(openai.*|langchain)|"
     r"opentelemetry-util-genai|openlit|litellm|pydantic-ai-slim|langchain-(core|openai)|openai|"
-    r"spanjudge|opentelemetry-sdk)$"
+    r"spanjudge|opentelemetry-sdk|ai|@ai-sdk/openai)$"
 )
 MISSING = re.compile(r"missing (\w+)")
 # what a skip reason blames, in the words of the setting or the span (first found wins)

@@ -55,6 +55,7 @@ CONTENT_ON = (
     "langchain-openllmetry",
     "openlit",
     "litellm-otel",
+    "vercel-ai",
     BASELINE,
 )
 # content-off recording -> the capture setting a skip reason must name
