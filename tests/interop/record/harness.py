@@ -171,7 +171,7 @@ class FakeOpenAI:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self.send_error(404)
                     return
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = read_body(self)
                 request = json.loads(body or b"{}")
                 fake.calls.append(request)
                 completion = fake.reply(request)
@@ -215,6 +215,22 @@ class FakeOpenAI:
 
 
 # --------------------------------------------------------------------------- OTLP capture server
+
+
+def read_body(request: BaseHTTPRequestHandler) -> bytes:
+    """A request body by Content-Length, or de-chunked: Node's OTLP/HTTP exporters stream the
+    body (``Transfer-Encoding: chunked``) without a Content-Length."""
+    if "chunked" not in (request.headers.get("Transfer-Encoding") or "").lower():
+        return request.rfile.read(int(request.headers.get("Content-Length", "0")))
+    body = bytearray()
+    while True:
+        size = int(request.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            while request.rfile.readline().strip():  # trailers, then the empty line
+                pass
+            return bytes(body)
+        body += request.rfile.read(size)
+        request.rfile.readline()  # the CRLF after each chunk
 
 
 class Capture:
@@ -263,7 +279,7 @@ class Capture:
                 pass
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = read_body(self)
                 encoding = (self.headers.get("Content-Encoding") or "").lower()
                 if encoding == "gzip":
                     body = gzip.decompress(body)

@@ -16,13 +16,11 @@ true, functionId, metadata}})`` traces through the global ``@opentelemetry/api``
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import harness
@@ -38,42 +36,6 @@ MODES = {
         content_capture="on: experimental_telemetry recordInputs/recordOutputs default (true)"
     ),
 }
-
-
-class ChunkedCapture(harness.Capture):
-    """The harness capture server, also reading chunked request bodies.
-
-    Node's OTLP/HTTP exporters stream the body (``Transfer-Encoding: chunked``, no
-    ``Content-Length``), which ``harness.Capture`` reads as empty. This de-chunks the body and
-    hands it on with a ``Content-Length``; the stored bytes are what the exporter sent.
-    """
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        base = super()._handler()
-
-        class Handler(base):  # type: ignore[valid-type,misc]
-            def do_POST(self) -> None:
-                request: BaseHTTPRequestHandler = self
-                if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
-                    body = _read_chunked(request.rfile)
-                    del request.headers["Transfer-Encoding"]
-                    request.headers["Content-Length"] = str(len(body))
-                    request.rfile = io.BytesIO(body)
-                super().do_POST()
-
-        return Handler
-
-
-def _read_chunked(stream: io.BufferedIOBase) -> bytes:
-    body = bytearray()
-    while True:
-        size = int(stream.readline().split(b";", 1)[0].strip() or b"0", 16)
-        if size == 0:
-            while stream.readline().strip():  # trailers, then the empty line
-                pass
-            return bytes(body)
-        body += stream.read(size)
-        stream.readline()  # the CRLF closing the chunk
 
 
 def _scenario_json() -> str:
@@ -159,7 +121,6 @@ def _pin_npm_packages(recording: str) -> None:
 
 
 if __name__ == "__main__":
-    harness.Capture = ChunkedCapture  # type: ignore[misc]  # until the harness de-chunks
     harness.main(LIBRARY, MODES, record)
     for name in sys.argv[1:] or list(MODES):
         _pin_npm_packages(name)
