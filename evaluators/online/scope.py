@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spanjudge.evaluators.online.dialects import read_span
+from spanjudge.evaluators.online.dialects import kind_of, read_span
 from spanjudge.exporters.records import SpanRecord
 
 _Key = tuple[str, str]
@@ -70,14 +70,14 @@ class SpanTree:
         agent span encloses ``span``; ``None`` for a span without ancestors."""
         top = None
         for ancestor in self.ancestors(span):
-            if read_span(ancestor).kind == "agent":
+            if kind_of(ancestor) == "agent":
                 return ancestor
             top = ancestor
         return top
 
     def scope_of(self, span: SpanRecord) -> list[SpanRecord]:
         """The spans whose retrievals and tool calls belong to ``span``'s evaluation."""
-        if read_span(span).kind == "agent":
+        if kind_of(span) == "agent":
             return self.subtree(span)
         turn = self.turn_of(span)
         if turn is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spanjudge.evaluators.online.dialects import read_span
+from spanjudge.evaluators.online.dialects import kind_of
 from spanjudge.evaluators.online.scope import SpanTree
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
@@ -64,7 +64,7 @@ class Skip:
 
 def span_kind(span: SpanRecord) -> str | None:
     """``agent``/``llm``/``retriever``/``tool``/``chain`` or ``None`` (not a GenAI step)."""
-    return read_span(span).kind
+    return kind_of(span)
 
 
 def is_llm_span(span: SpanRecord) -> bool:

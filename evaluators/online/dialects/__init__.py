@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import ModuleType
 
@@ -55,6 +56,7 @@ __all__ = [
     "ToolCallView",
     "ViewKind",
     "dialect_of",
+    "kind_of",
     "read_span",
     "span_shape",
 ]
@@ -75,9 +77,13 @@ SEMCONV_CAPTURE_SETTING = (
     "off, or the content went out as log records that did not reach spanjudge's /v1/logs)"
 )
 
-# Views are pure functions of a span: keep the last few thousand, keyed by the span object.
+# Views are pure functions of a span: keep the most recent ones, keyed by the span object, so
+# planning and rebuilding one trace read each span once. Bounded in entries (a view holds its
+# span, and a span may carry a megabyte of content); the oldest go first. Receiver threads
+# (enrich mode) and the tick thread read at once, hence the lock.
 _CACHE: dict[int, tuple[SpanRecord, int, GenAIView]] = {}
-_CACHE_SIZE = 8192
+_CACHE_SIZE = 2048
+_CACHE_LOCK = threading.Lock()
 
 
 def dialect_of(span: SpanRecord) -> ModuleType | None:
@@ -88,11 +94,35 @@ def dialect_of(span: SpanRecord) -> ModuleType | None:
     return None
 
 
-def read_span(span: SpanRecord) -> GenAIView:
-    """The canonical reading of ``span``; never raises (a failing reader leaves a note)."""
-    hit = _CACHE.get(id(span))
+def kind_of(span: SpanRecord) -> ViewKind | None:
+    """``read_span(span).kind`` without reading the content: the receiver decides which spans
+    enrich mode holds with this, on its hot path. Never raises."""
+    hit = _cached(span)
+    if hit is not None:
+        return hit.kind
+    dialect = dialect_of(span)
+    if dialect is None:
+        return None
+    try:
+        kind: ViewKind | None = dialect.kind_of(span)
+    except Exception:  # an odd value where a marker belongs: not a step we can read
+        return None
+    return kind
+
+
+def _cached(span: SpanRecord) -> GenAIView | None:
+    with _CACHE_LOCK:
+        hit = _CACHE.get(id(span))
     if hit is not None and hit[0] is span and hit[1] == len(span.events):
         return hit[2]
+    return None
+
+
+def read_span(span: SpanRecord) -> GenAIView:
+    """The canonical reading of ``span``; never raises (a failing reader leaves a note)."""
+    hit = _cached(span)
+    if hit is not None:
+        return hit
     view = GenAIView(span)
     dialect = dialect_of(span)
     if dialect is not None:
@@ -113,9 +143,11 @@ def read_span(span: SpanRecord) -> GenAIView:
             and not view.notes
         ):
             view.capture_off = SEMCONV_CAPTURE_SETTING
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.clear()
-    _CACHE[id(span)] = (span, len(span.events), view)
+    with _CACHE_LOCK:
+        _CACHE.pop(id(span), None)
+        while len(_CACHE) >= _CACHE_SIZE:
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[id(span)] = (span, len(span.events), view)
     return view
 
 

@@ -6,7 +6,7 @@ span in the GenAI semconv (current messages, or the older indexed ``gen_ai.promp
 from __future__ import annotations
 
 from spanjudge.evaluators.online.dialects import semconv
-from spanjudge.evaluators.online.dialects.view import GenAIView
+from spanjudge.evaluators.online.dialects.view import GenAIView, ViewKind
 from spanjudge.exporters.records import SpanRecord
 
 NAME = "litellm"
@@ -18,11 +18,17 @@ def matches(span: SpanRecord) -> bool:
     return span.scope_name == "litellm" or span.name in ("litellm_request", _RAW_REQUEST)
 
 
+def kind_of(span: SpanRecord) -> ViewKind | None:
+    if span.name == _RAW_REQUEST:
+        return None  # the provider request under litellm_request: the same call again
+    return semconv.kind_of(span) or "llm"
+
+
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    if view.span.name == _RAW_REQUEST:
-        return  # the provider request under litellm_request: the same call again, not a step
-    view.kind = semconv.kind_of(view.span) or "llm"
+    view.kind = kind_of(view.span)
+    if view.kind is None:
+        return
     for key in ("metadata.session_id", "metadata.conversation_id"):
         value = a.get(key)
         if isinstance(value, str) and value and view.conversation_id is None:

@@ -47,9 +47,13 @@ def matches(span: SpanRecord) -> bool:
     return isinstance(span.attributes.get(SPAN_KIND), str)
 
 
+def kind_of(span: SpanRecord) -> ViewKind | None:
+    return _KINDS.get(str(span.attributes.get(SPAN_KIND, "")).upper())
+
+
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    view.kind = _KINDS.get(str(a.get(SPAN_KIND, "")).upper())
+    view.kind = kind_of(view.span)
     view.conversation_id = _str(a.get("session.id"))
     view.user_id = _str(a.get("user.id"))
     view.agent_name = _str(a.get("agent.name")) or _str(a.get("graph.node.name"))

@@ -17,9 +17,12 @@ def matches(span: SpanRecord) -> bool:
     return (span.scope_name or "").startswith("openlit")
 
 
+kind_of = semconv.kind_of
+
+
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    view.kind = semconv.kind_of(view.span)
+    view.kind = kind_of(view.span)
     user = a.get("user.id")
     view.user_id = user if isinstance(user, str) and user else None
     if view.kind == "retriever":

@@ -48,7 +48,7 @@ def matches(span: SpanRecord) -> bool:
 
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    view.kind = _kind(view.span)
+    view.kind = kind_of(view.span)
     for key in _SESSION_KEYS:
         view.conversation_id = view.conversation_id or _str(a.get(ASSOCIATION + key))
     view.user_id = _str(a.get(ASSOCIATION + "user_id"))
@@ -75,7 +75,7 @@ def read(view: GenAIView) -> None:
         view.capture_off = CAPTURE_SETTING
 
 
-def _kind(span: SpanRecord) -> ViewKind | None:
+def kind_of(span: SpanRecord) -> ViewKind | None:
     a = span.attributes
     operation = a.get(attrs.GEN_AI_OPERATION_NAME)
     if operation == "vector_db_retrieve" or span.name.startswith("vector_db_retrieve"):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge.evaluators.online.dialects import semconv, text
-from spanjudge.evaluators.online.dialects.view import GenAIView
+from spanjudge.evaluators.online.dialects.view import GenAIView, ViewKind
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -36,11 +36,16 @@ def matches(span: SpanRecord) -> bool:
     )
 
 
+def kind_of(span: SpanRecord) -> ViewKind | None:
+    kind = semconv.kind_of(span)
+    if kind is None and ("agent_name" in span.attributes or FINAL_RESULT in span.attributes):
+        return "agent"  # the agent run of releases before the semconv operation names
+    return kind
+
+
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    view.kind = semconv.kind_of(view.span)
-    if view.kind is None and ("agent_name" in a or FINAL_RESULT in a):
-        view.kind = "agent"
+    view.kind = kind_of(view.span)
     view.agent_name = _str(a.get(attrs.GEN_AI_AGENT_NAME)) or _str(a.get("agent_name"))
     metadata = text.maybe_json(a.get("metadata"))
     if isinstance(metadata, Mapping):

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from spanjudge.evaluators.online.dialects import semconv, text
-from spanjudge.evaluators.online.dialects.view import Document, GenAIView, ToolCallView
+from spanjudge.evaluators.online.dialects.view import Document, GenAIView, ToolCallView, ViewKind
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -24,10 +24,14 @@ def matches(span: SpanRecord) -> bool:
     return any(key.startswith(_PREFIX) for key in span.attributes)
 
 
+def kind_of(span: SpanRecord) -> ViewKind | None:
+    kind = span.attributes.get(attrs.SPANJUDGE_KIND)
+    return semconv.kind_of(span) or (kind if kind in attrs.KINDS else None)
+
+
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    kind = a.get(attrs.SPANJUDGE_KIND)
-    view.kind = semconv.kind_of(view.span) or (kind if kind in attrs.KINDS else None)
+    view.kind = kind_of(view.span)
     user = a.get(attrs.SPANJUDGE_USER_ID)
     view.user_id = user if isinstance(user, str) and user else None
     if view.kind == "retriever":

@@ -34,7 +34,8 @@ def matches(span: SpanRecord) -> bool:
     return isinstance(span.attributes.get(OPERATION_ID), str)
 
 
-def _kind(operation: str) -> ViewKind:
+def kind_of(span: SpanRecord) -> ViewKind:
+    operation = str(span.attributes.get(OPERATION_ID))
     if operation in _MODEL_CALLS:
         return "llm"
     if operation in _CALLS:
@@ -46,7 +47,7 @@ def _kind(operation: str) -> ViewKind:
 
 def read(view: GenAIView) -> None:
     a = view.span.attributes
-    view.kind = _kind(str(a.get(OPERATION_ID)))
+    view.kind = kind_of(view.span)
     for key in _SESSION_KEYS:
         view.conversation_id = view.conversation_id or _str(a.get(METADATA + key))
     view.user_id = _str(a.get(METADATA + "userId")) or _str(a.get(METADATA + "user_id"))

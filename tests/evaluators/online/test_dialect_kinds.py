@@ -1,0 +1,35 @@
+"""``kind_of`` (the cheap path the receiver uses in enrich mode) agrees with the full reading on
+every span of every recorded library, and never parses what it does not need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spanjudge.evaluators.online.dialects import kind_of, read_span
+from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+from spanjudge.exporters.records import SpanRecord
+
+FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"
+RECORDINGS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+def _spans(recording: str) -> list[SpanRecord]:
+    spans: list[SpanRecord] = []
+    for body in sorted((FIXTURES / recording).glob("*-traces.pb")):
+        spans.extend(decode_traces(body.read_bytes(), PROTOBUF))
+    return spans
+
+
+def test_recordings_are_there() -> None:
+    assert len(RECORDINGS) >= 10
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_kind_of_agrees_with_the_full_reading(recording: str) -> None:
+    spans = _spans(recording)
+    assert spans
+    fresh = [kind_of(s) for s in spans]  # before any view is cached
+    assert fresh == [read_span(s).kind for s in spans]
+    assert {"agent", "llm"} <= set(fresh), fresh
