@@ -24,9 +24,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from spanjudge.exporters.records import LogEvent
 from spanjudge.exporters.store import SQLiteStore, StoreError
-from spanjudge.exporters.store_exporter import (
-    QUEUE_FULL,
-    STORE_ERROR,
+from spanjudge.exporters.store_exporter import QUEUE_FULL, STORE_ERROR
+from spanjudge.exporters.store_log_exporter import (
     StoreLogExporter,
     log_to_event,
     store_log_processor,

@@ -41,7 +41,7 @@ from spanjudge.exporters.evaluation_result import evaluation_event
 from spanjudge.exporters.otlp_decode import decode_logs
 from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import EvaluationRecord, LogEvent
-from spanjudge.exporters.store_exporter import log_to_event
+from spanjudge.exporters.store_log_exporter import log_to_event
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink
 
