@@ -25,9 +25,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spanjudge.evaluators.online.dialects import read_span, span_shape
+from spanjudge.evaluators.online.dialects import kind_of, read_span, span_shape
 from spanjudge.evaluators.online.scope import SpanTree
-from spanjudge.evaluators.online.targets import find_targets
+from spanjudge.evaluators.online.targets import Target, find_targets
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -96,8 +96,16 @@ def describe_kinds(kinds: KindCount, unknown: int = 0) -> str:
     return ", ".join(parts) or "none"
 
 
-def no_target_reason(rule: Rule, spans: list[SpanRecord]) -> str | None:
+def no_target_reason(
+    rule: Rule,
+    spans: list[SpanRecord],
+    *,
+    found: list[Target] | None = None,
+    unfiltered: list[Target] | None = None,
+) -> str | None:
     """Why ``rule`` finds no target among the spans of one trace; ``None`` when it finds one.
+    ``found`` / ``unfiltered``: the rule's targets with and without its filter, when the caller
+    has them already (planning does), so they are not looked for twice.
 
     Conversation rules: ``None`` when the trace holds a turn with a conversation id (the
     conversation is planned on its own), ``no_conversation`` when its turns carry none.
@@ -109,16 +117,21 @@ def no_target_reason(rule: Rule, spans: list[SpanRecord]) -> str | None:
     """
     if rule.target == "conversation":
         tree = SpanTree(spans)
-        turns = [s for s in spans if read_span(s).kind in ("agent", "llm")]
+        turns = [s for s in spans if kind_of(s) in ("agent", "llm")]
         if any(tree.conversation_of(s) for s in turns):
             return None
         if turns:
             return "no_conversation"
     else:
-        if find_targets(rule, spans):
+        if found is None:
+            found = find_targets(rule, spans)
+        if found:
             return None
-        if rule.filter is not None and find_targets(rule, spans, apply_filter=False):
-            return "filtered"
+        if rule.filter is not None:
+            if unfiltered is None:
+                unfiltered = find_targets(rule, spans, apply_filter=False)
+            if unfiltered:
+                return "filtered"
         if rule.target == "trace":
             return "no_root_span"
     return "no_span_of_kind" if kinds_seen(spans) else "no_genai_span"

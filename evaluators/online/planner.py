@@ -127,13 +127,19 @@ class Planner:
                         spec = self._admit(rule, target, report, now)
                         if spec is not None:
                             specs.append(spec)
+                    every = targets
                     if rule.filter is not None:
                         # spans of the rule's kind its filter turned away, counted like the
                         # conversations a conversation rule's filter refuses
                         every = find_targets(rule, spans, apply_filter=False)
                         if len(every) > len(targets):
                             self.skip(rule, "filtered", report, len(every) - len(targets))
-                    reasons.append((rule, None if targets else no_target_reason(rule, spans)))
+                    reason = (
+                        None
+                        if targets
+                        else no_target_reason(rule, spans, found=targets, unfiltered=every)
+                    )
+                    reasons.append((rule, reason))
                 reasons.extend((rule, no_target_reason(rule, spans)) for rule in conv_rules)
                 self.coverage.trace(spans, reasons)
                 if specs:
