@@ -14,6 +14,10 @@ import pytest
 
 # litellm must never fetch its cost map from the internet.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# deepeval (the test extra) must never send telemetry or look for a hosted account.
+os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] = "YES"
+os.environ["DEEPEVAL_UPDATE_WARNING_OPT_IN"] = "NO"
+os.environ["DEEPEVAL_GRPC_LOGGING"] = "NO"
 # An OTLP endpoint inherited from the developer's shell must not receive test spans.
 for _name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
     os.environ.pop(_name, None)

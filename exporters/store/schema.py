@@ -148,6 +148,45 @@ MIGRATIONS: list[list[str]] = [
         "CREATE UNIQUE INDEX IF NOT EXISTS log_events_trace ON log_events (trace_id, event_key)",
         "CREATE INDEX IF NOT EXISTS log_events_arrived ON log_events (arrived_at)",
     ],
+    [
+        # Human feedback on an evaluated (or not yet evaluated) target: matched to results by
+        # (metric, trace_id, span_id) or (metric, conversation_id) when read, so a label that
+        # arrives before its evaluation is kept and joins it later. emitted_at marks the log
+        # event that puts the label into the trace beside the judge's verdict.
+        """CREATE TABLE IF NOT EXISTS feedback (
+            feedback_id {id_pk},
+            metric TEXT NOT NULL,
+            rule TEXT,
+            trace_id TEXT,
+            span_id TEXT,
+            conversation_id TEXT,
+            label TEXT NOT NULL,
+            score {real},
+            note TEXT,
+            annotator TEXT,
+            source TEXT NOT NULL,
+            created_at {real} NOT NULL,
+            emitted_at {real})""",
+        "CREATE INDEX IF NOT EXISTS feedback_trace ON feedback (trace_id, span_id)",
+        "CREATE INDEX IF NOT EXISTS feedback_conversation ON feedback (conversation_id)"
+        " WHERE conversation_id IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS feedback_created ON feedback (metric, created_at)",
+        "CREATE INDEX IF NOT EXISTS feedback_unemitted ON feedback (feedback_id)"
+        " WHERE emitted_at IS NULL",
+    ],
+    [
+        # The judge-result cache: one outcome per cache key (a digest of the metric, its
+        # parameters and prompt version, the judge model and the rebuilt case), reused within a
+        # configured age. record is the stored EvaluationRecord's JSON.
+        """CREATE TABLE IF NOT EXISTS judge_cache (
+            cache_key TEXT PRIMARY KEY,
+            metric TEXT NOT NULL,
+            judge_model TEXT NOT NULL,
+            record TEXT NOT NULL,
+            created_at {real} NOT NULL,
+            hits INTEGER NOT NULL DEFAULT 0)""",
+        "CREATE INDEX IF NOT EXISTS judge_cache_created ON judge_cache (created_at)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
