@@ -5,6 +5,7 @@ Each command imports what it needs when it runs, so ``spanjudge --version`` stay
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -47,11 +48,65 @@ def cli() -> None:
     metavar="URL",
     help="Span store (default: a fresh SQLite file in a temporary folder).",
 )
-def demo(judge_model: str | None, otlp_endpoint: str | None, store_url: str | None) -> None:
+@click.option(
+    "--judge-base-url",
+    default=None,
+    metavar="URL",
+    help="The judge's OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio), e.g. "
+    "http://127.0.0.1:8080/v1; use with --judge openai/<model name>.",
+)
+@click.option(
+    "--judge-api-key-env",
+    default=None,
+    metavar="NAME",
+    help="The environment variable that holds the judge's API key (the key is never printed).",
+)
+@click.option(
+    "--structured-output",
+    type=click.Choice(["auto", "json_schema", "json_object", "tools", "prompt"]),
+    default="auto",
+    show_default=True,
+    help="How the judge is asked for JSON; auto tries each form the server accepts.",
+)
+@click.option(
+    "--judge-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Timeout of one judge call (raise it for a slow local model).",
+)
+def demo(
+    judge_model: str | None,
+    otlp_endpoint: str | None,
+    store_url: str | None,
+    judge_base_url: str | None,
+    judge_api_key_env: str | None,
+    structured_output: str,
+    judge_timeout: float,
+) -> None:
     """Trace a small support agent, evaluate it with all three metrics, print the scores."""
     from spanjudge._demo.run import run_demo
 
-    sys.exit(run_demo(judge_model=judge_model, otlp_endpoint=otlp_endpoint, store_url=store_url))
+    if (judge_base_url or judge_api_key_env) and not judge_model:
+        raise click.UsageError("--judge-base-url and --judge-api-key-env need --judge MODEL")
+    options: dict[str, object] = {
+        "structured_output": structured_output,
+        "timeout": judge_timeout,
+        "api_key_env": judge_api_key_env,
+    }
+    if judge_api_key_env and not os.environ.get(judge_api_key_env):
+        raise click.UsageError(f"--judge-api-key-env {judge_api_key_env}: that variable is not set")
+    if judge_base_url:
+        options["api_base"] = judge_base_url
+    sys.exit(
+        run_demo(
+            judge_model=judge_model,
+            otlp_endpoint=otlp_endpoint,
+            store_url=store_url,
+            judge_options=options,
+        )
+    )
 
 
 @cli.command()

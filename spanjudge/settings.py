@@ -98,6 +98,13 @@ class WorkerSettings(BaseSettings):
     outputs: list[Literal["span", "event"]] = Field(default_factory=_both_outputs, min_length=1)
     service_name: str = "spanjudge-worker"
     rules: list[RuleConfig] = Field(default_factory=list)
+    # A self-hosted judge: its OpenAI-compatible URL, the NAME of the environment variable that
+    # holds its key (never the key), and how JSON is asked for ("auto" negotiates per server).
+    judge_base_url: str | None = None
+    judge_api_key_env: str | None = None
+    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
+        "auto"
+    )
     rules_entrypoint: str | None = None  # "module:function" returning a list of Rule
 
     @classmethod

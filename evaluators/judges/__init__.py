@@ -10,17 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from spanjudge.evaluators.judges.base import (
-    DeepEvalModelJudge,
     Judge,
+    JudgeAnswer,
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
     JudgeResponseError,
     JudgeServerError,
     JudgeTimeoutError,
+    TokenLogprob,
     Usage,
     extract_json,
 )
+from spanjudge.evaluators.judges.custom import DeepEvalModelJudge
 from spanjudge.evaluators.judges.litellm_judge import LiteLLMJudge
 
 DEFAULT_MODEL = "gpt-4o"
@@ -47,6 +49,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DeepEvalModelJudge",
     "Judge",
+    "JudgeAnswer",
     "JudgeConnectionError",
     "JudgeError",
     "JudgeRateLimitError",
@@ -54,6 +57,7 @@ __all__ = [
     "JudgeServerError",
     "JudgeTimeoutError",
     "LiteLLMJudge",
+    "TokenLogprob",
     "Usage",
     "extract_json",
     "resolve_judge",

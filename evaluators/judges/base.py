@@ -17,15 +17,15 @@ concurrency limit and usage accounting. A judge subclass supplies only the call 
 
 from __future__ import annotations
 
-import asyncio
+import contextvars
 import json
 import random
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tenacity import (
@@ -49,12 +49,14 @@ _MAX_RAW_IN_ERROR = 500
 
 @dataclass
 class Usage:
-    """Judge spend; additive. ``cost`` is None when the model's price is unknown."""
+    """Judge spend; additive. ``cost`` is None when a judge reports no cost at all;
+    ``unpriced_calls`` counts calls to a model with no known price (counted at cost 0)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
     calls: int = 0
+    unpriced_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         if self.cost is None and other.cost is None:
@@ -66,7 +68,65 @@ class Usage:
             self.output_tokens + other.output_tokens,
             cost,
             self.calls + other.calls,
+            self.unpriced_calls + other.unpriced_calls,
         )
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the alternatives the model weighed at
+    that position (``top``: ``(token, logprob)`` pairs, the chosen token among them)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one call returns: the answer text, its usage and, when asked for and given, the
+    answer's token log-probabilities. ``_complete`` may also return a plain ``(text, usage)``."""
+
+    text: str
+    usage: Usage
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@dataclass(frozen=True)
+class JudgeAnswer(Generic[T]):
+    """A validated answer: ``value`` (the schema object), the ``usage`` of every call made for
+    it (repairs and retries included) and the accepted answer's ``logprobs`` (None when the
+    judge returned none: not asked for, or not offered by the model or server)."""
+
+    value: T
+    usage: Usage
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Per-call options a judge may honour; read with :func:`call_options` inside
+    ``_complete``. ``top_logprobs`` > 0 asks for that many alternatives per answer token."""
+
+    top_logprobs: int = 0
+
+
+_NO_OPTIONS = CallOptions()
+_CALL_OPTIONS: contextvars.ContextVar[CallOptions | None] = contextvars.ContextVar(
+    "spanjudge_judge_call_options", default=None
+)
+
+
+def call_options() -> CallOptions:
+    """The options of the judge call in progress (set by :meth:`Judge.generate_answer`)."""
+    return _CALL_OPTIONS.get() or _NO_OPTIONS
+
+
+Sent: TypeAlias = Completion | tuple[str, Usage]
+
+
+def as_completion(sent: Sent) -> Completion:
+    return sent if isinstance(sent, Completion) else Completion(sent[0], sent[1])
 
 
 # ------------------------------------------------------------------------------- errors
@@ -194,12 +254,10 @@ class Judge(ABC):
         return f"{type(self).__name__}(model={self.model_name!r})"
 
     @abstractmethod
-    def _complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]: ...
+    def _complete(self, messages: Messages, schema: type[BaseModel]) -> Sent: ...
 
     @abstractmethod
-    async def _a_complete(
-        self, messages: Messages, schema: type[BaseModel]
-    ) -> tuple[str, Usage]: ...
+    async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> Sent: ...
 
     # -- backoff -------------------------------------------------------------------------
     def _retry_policy(self) -> dict[str, Any]:
@@ -223,21 +281,21 @@ class Judge(ABC):
         with self._usage_lock:
             self.usage = self.usage + usage
 
-    def _send(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+    def _send(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         for attempt in Retrying(**self._retry_policy()):
             with attempt:
                 self.attempts += 1
                 with self._slots:
-                    return self._complete(messages, schema)
+                    return as_completion(self._complete(messages, schema))
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
-    async def _a_send(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+    async def _a_send(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         async for attempt in AsyncRetrying(**self._retry_policy()):
             with attempt:
                 self.attempts += 1
                 await self._slots.a_acquire()
                 try:
-                    return await self._a_complete(messages, schema)
+                    return as_completion(await self._a_complete(messages, schema))
                 finally:
                     self._slots.release()
         raise AssertionError("unreachable: tenacity re-raises the last error")
@@ -262,18 +320,19 @@ class Judge(ABC):
 
     def _attempts(
         self, prompt: str, schema: type[T]
-    ) -> Generator[Messages, tuple[str, Usage], tuple[T, Usage]]:
+    ) -> Generator[Messages, Completion, JudgeAnswer[T]]:
         """The repair-or-retry logic, shared by the sync and async twins: it yields the
-        messages to send and is sent back each answer; it returns the validated object."""
+        messages to send and is sent back each answer; it returns the validated answer."""
         messages = self._first_messages(prompt, schema)
         total = Usage()
         problem, text = "", ""
         for _ in range(self.max_output_attempts):
-            text, usage = yield messages
-            total = total + usage
-            self._count(usage)
+            completion = yield messages
+            text = completion.text
+            total = total + completion.usage
+            self._count(completion.usage)
             try:
-                return self._check(text, schema), total
+                return JudgeAnswer(self._check(text, schema), total, completion.logprobs)
             except ValueError as exc:
                 problem = str(exc)
                 messages = self._repair(messages, text, problem)
@@ -285,84 +344,43 @@ class Judge(ABC):
 
     def generate(self, prompt: str, schema: type[T]) -> tuple[T, Usage]:
         """Ask the judge; returns the validated object and the usage of every call made."""
-        steps = self._attempts(prompt, schema)
-        messages = next(steps)
-        while True:
-            try:
-                messages = steps.send(self._send(messages, schema))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        answer = self.generate_answer(prompt, schema)
+        return answer.value, answer.usage
 
     async def a_generate(self, prompt: str, schema: type[T]) -> tuple[T, Usage]:
         """Async :meth:`generate`."""
-        steps = self._attempts(prompt, schema)
-        messages = next(steps)
-        while True:
-            try:
-                messages = steps.send(await self._a_send(messages, schema))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        answer = await self.a_generate_answer(prompt, schema)
+        return answer.value, answer.usage
 
-
-# ------------------------------------------------------------------------------- custom models
-class DeepEvalModelJudge(Judge):
-    """Wraps an object with deepeval's custom-model interface (``generate(prompt, schema=None)``,
-    ``a_generate``, ``get_model_name``), so existing custom judges carry over.
-
-    Its answers may be a pydantic object, a string (parsed and repaired like any judge), or a
-    ``(answer, cost)`` tuple; its transport errors surface as :class:`JudgeError`.
-    """
-
-    def __init__(self, model: Any, **options: Any) -> None:
-        super().__init__(**options)
-        self.model = model
+    def generate_answer(
+        self, prompt: str, schema: type[T], *, top_logprobs: int = 0
+    ) -> JudgeAnswer[T]:
+        """:meth:`generate` with the answer's token log-probabilities when ``top_logprobs`` > 0
+        and the judge offers them (``answer.logprobs`` is None otherwise)."""
+        token = _CALL_OPTIONS.set(CallOptions(top_logprobs=max(0, int(top_logprobs))))
         try:
-            self.model_name = str(model.get_model_name())
-        except Exception:
-            self.model_name = type(model).__name__
+            steps = self._attempts(prompt, schema)
+            messages = next(steps)
+            while True:
+                try:
+                    messages = steps.send(self._send(messages, schema))
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+        finally:
+            _CALL_OPTIONS.reset(token)
 
-    @staticmethod
-    def _unpack(answer: Any) -> tuple[Any, float | None]:
-        if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], (int, float)):
-            return answer[0], float(answer[1])
-        return answer, None
-
-    def _to_text(self, answer: Any, schema: type[BaseModel]) -> tuple[str, Usage]:
-        value, cost = self._unpack(answer)
-        if isinstance(value, BaseModel):
-            text = value.model_dump_json()
-        elif isinstance(value, (dict, list)):
-            text = json.dumps(value)
-        else:
-            text = str(value)
-        return text, Usage(cost=cost, calls=1)
-
-    def _call(self, fn: Callable[..., Any], prompt: str, schema: type[BaseModel]) -> Any:
+    async def a_generate_answer(
+        self, prompt: str, schema: type[T], *, top_logprobs: int = 0
+    ) -> JudgeAnswer[T]:
+        """Async :meth:`generate_answer`."""
+        token = _CALL_OPTIONS.set(CallOptions(top_logprobs=max(0, int(top_logprobs))))
         try:
-            return fn(prompt, schema=schema)
-        except TypeError:
-            return fn(prompt)
-
-    def _complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
-        prompt = "\n\n".join(m["content"] for m in messages)
-        try:
-            return self._to_text(self._call(self.model.generate, prompt, schema), schema)
-        except JudgeError:
-            raise
-        except Exception as exc:
-            raise JudgeError(f"custom judge {self.model_name} raised {type(exc).__name__}") from exc
-
-    async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
-        prompt = "\n\n".join(m["content"] for m in messages)
-        a_generate = getattr(self.model, "a_generate", None)
-        try:
-            if a_generate is None:
-                answer = await asyncio.to_thread(self._call, self.model.generate, prompt, schema)
-            else:
-                result = self._call(a_generate, prompt, schema)
-                answer = await result if isinstance(result, Awaitable) else result
-        except JudgeError:
-            raise
-        except Exception as exc:
-            raise JudgeError(f"custom judge {self.model_name} raised {type(exc).__name__}") from exc
-        return self._to_text(answer, schema)
+            steps = self._attempts(prompt, schema)
+            messages = next(steps)
+            while True:
+                try:
+                    messages = steps.send(await self._a_send(messages, schema))
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+        finally:
+            _CALL_OPTIONS.reset(token)

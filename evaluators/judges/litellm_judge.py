@@ -1,20 +1,24 @@
 """Any litellm model as a judge: hosted (``gpt-4o``, ``anthropic/...``) or OpenAI-compatible
-(``openai/<name>`` with ``api_base``). litellm is imported on the first call, never before.
+(``openai/<name>`` with ``api_base``: vLLM, llama.cpp, Ollama, LM Studio...). litellm is imported
+on the first call, never before.
 
 ::
 
     judge = LiteLLMJudge("gpt-4o-mini", timeout=30)
+    local = LiteLLMJudge("openai/smollm2", api_base="http://127.0.0.1:8080/v1")
     metric = FaithfulnessMetric(model=judge)
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from pydantic import BaseModel
 
 from spanjudge.evaluators.judges.base import (
+    Completion,
     Judge,
     JudgeConnectionError,
     JudgeError,
@@ -22,8 +26,20 @@ from spanjudge.evaluators.judges.base import (
     JudgeServerError,
     JudgeTimeoutError,
     Messages,
+    TokenLogprob,
     Usage,
+    call_options,
 )
+from spanjudge.evaluators.judges.structured import (
+    NEGOTIATOR,
+    answer_text,
+    pick_form,
+    refuses,
+    refuses_logprobs,
+    request_fields,
+)
+
+log = logging.getLogger("spanjudge.judge")
 
 _litellm: Any = None
 
@@ -64,10 +80,21 @@ class LiteLLMJudge(Judge):
     """A judge calling ``litellm.completion`` / ``acompletion``.
 
     Retries (rate limits with Retry-After, timeouts, connection errors, 5xx) are ours, so litellm
-    and the OpenAI client are told not to retry. Structured output (JSON schema) is requested
-    when the model supports it or when the model is served from ``api_base``; the prompt asks for
-    JSON as well, so plain models work too. Cost comes from litellm's price table where it knows
-    the model (None otherwise); tokens are always counted.
+    and the OpenAI client are told not to retry. ``structured_output`` picks how JSON is asked
+    for: ``"auto"`` (the default) negotiates per endpoint and model, from ``json_schema`` down to
+    ``json_object`` + schema, tool calling and the plain prompt, moving on when a form is refused
+    (see :mod:`~spanjudge.evaluators.judges.structured`); a form name pins it. Models litellm
+    knows without schema support start at the plain prompt, as before. Cost comes from litellm's
+    price table; a model it has no price for costs 0 with its tokens counted, and the usage says
+    so (``unpriced_calls``).
+
+    A self-hosted judge: ``api_base`` is the server's OpenAI-compatible URL; ``api_key_env`` names
+    the environment variable holding its key (the key itself is never logged or shown). An
+    ``openai/`` model served from ``api_base`` with no key anywhere gets a placeholder key, since
+    the OpenAI client insists on one and local servers ignore it::
+
+        LiteLLMJudge("openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1",
+                     api_key_env="VLLM_API_KEY")
     """
 
     def __init__(
@@ -80,7 +107,8 @@ class LiteLLMJudge(Judge):
         max_concurrency: int = 8,
         backoff_base: float = 0.5,
         max_backoff: float = 20.0,
-        structured_output: bool | None = None,
+        structured_output: str | bool | None = "auto",
+        api_key_env: str | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -94,24 +122,56 @@ class LiteLLMJudge(Judge):
             raise ValueError("LiteLLMJudge(model=...) needs a litellm model string")
         self.model_name = model
         self.timeout = timeout
-        self.structured_output = structured_output
+        self.structured_output = pick_form(structured_output)
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise ValueError(
+                    f"api_key_env={api_key_env!r}: that environment variable is not set or empty"
+                )
+            litellm_kwargs["api_key"] = key
+        elif (
+            model.startswith("openai/")
+            and (litellm_kwargs.get("api_base") or litellm_kwargs.get("base_url"))
+            and not litellm_kwargs.get("api_key")
+            and not os.environ.get("OPENAI_API_KEY")
+        ):
+            litellm_kwargs["api_key"] = "no-key-self-hosted"
         self._kwargs = litellm_kwargs
         self._secrets = [str(v) for k, v in litellm_kwargs.items() if "key" in k.lower() and v]
 
     def __repr__(self) -> str:  # never show api keys
         return f"LiteLLMJudge(model={self.model_name!r})"
 
-    def _wants_schema(self) -> bool:
-        if self.structured_output is not None:
-            return self.structured_output
-        if self._kwargs.get("api_base") or self._kwargs.get("base_url"):
-            return True
-        try:
-            return bool(_load_litellm().supports_response_schema(model=self.model_name))
-        except Exception:
-            return False
+    def endpoint(self) -> str:
+        """Where the calls go: ``api_base``, else the OpenAI base URL from the environment for
+        ``openai/`` models, else "" (the provider's own endpoint)."""
+        explicit = self._kwargs.get("api_base") or self._kwargs.get("base_url")
+        if explicit:
+            return str(explicit)
+        if self.model_name.startswith("openai/"):
+            return os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL") or ""
+        return ""
 
-    def _request(self, messages: Messages, schema: type[BaseModel]) -> dict[str, Any]:
+    def _start_form(self) -> str:
+        """The first form to try in auto mode: a schema for any endpoint of the user's own and
+        any model litellm does not know; the prompt for a known model without schema support."""
+        if self.endpoint():
+            return "json_schema"
+        litellm = _load_litellm()
+        try:
+            litellm.get_model_info(self.model_name)
+        except Exception:
+            return "json_schema"  # unknown model: ask, and step down if refused
+        try:
+            known = bool(litellm.supports_response_schema(model=self.model_name))
+        except Exception:
+            known = False
+        return "json_schema" if known else "prompt"
+
+    def _request(
+        self, messages: Messages, schema: type[BaseModel], form: str, top_logprobs: int
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model_name,
             "messages": messages,
@@ -119,17 +179,43 @@ class LiteLLMJudge(Judge):
             "num_retries": 0,
             "max_retries": 0,
             **self._kwargs,
+            **request_fields(form, schema),
         }
-        if self._wants_schema():
-            request["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema.__name__,
-                    "schema": schema.model_json_schema(),
-                    "strict": False,
-                },
-            }
+        if top_logprobs > 0:
+            request["logprobs"] = True
+            request["top_logprobs"] = top_logprobs
         return request
+
+    def _plan(self) -> tuple[tuple[str, str], str, int]:
+        """(negotiation key, form, top_logprobs) for the next request."""
+        if self.structured_output == "auto":
+            key = (self.endpoint(), self.model_name)
+            state = NEGOTIATOR.state(key, start=self._start_form)
+        else:  # pinned: only logprobs support is learnt, under a key of its own
+            key = (self.endpoint(), f"{self.model_name}#{self.structured_output}")
+            state = NEGOTIATOR.state(key, start=lambda: self.structured_output)
+            state.form = self.structured_output
+        wanted = call_options().top_logprobs
+        return key, state.form, wanted if state.logprobs else 0
+
+    def _renegotiate(self, key: tuple[str, str], form: str, top: int, exc: Exception) -> bool:
+        """Whether ``exc`` refused a request field and the call should go again without it."""
+        if top and refuses_logprobs(exc):
+            NEGOTIATOR.no_logprobs(key)
+            log.info("judge %s at %r refuses logprobs; asking without", key[1], key[0])
+            return True
+        if self.structured_output == "auto" and refuses(exc, form):
+            nxt = NEGOTIATOR.step_down(key, form)
+            log.info(
+                "judge %s at %r refused structured output %r (%s); using %r from now on",
+                key[1],
+                key[0] or "the provider",
+                form,
+                _redact(str(exc), self._secrets)[:200],
+                nxt,
+            )
+            return True
+        return False
 
     def _translate(self, exc: Exception) -> JudgeError:
         litellm = _load_litellm()
@@ -147,12 +233,13 @@ class LiteLLMJudge(Judge):
             return JudgeServerError(message, retry_after=_retry_after(exc))
         return JudgeError(message)
 
-    def _answer(self, response: Any) -> tuple[str, Usage]:
+    def _answer(self, response: Any) -> Completion:
         litellm = _load_litellm()
         try:
-            text = response.choices[0].message.content or ""
+            choice = response.choices[0]
+            text = answer_text(choice.message)
         except (AttributeError, IndexError, TypeError):
-            text = ""
+            choice, text = None, ""
         usage = getattr(response, "usage", None)
         # litellm prices every response as it logs it; reuse that rather than pricing twice
         hidden = getattr(response, "_hidden_params", None) or {}
@@ -164,25 +251,63 @@ class LiteLLMJudge(Judge):
                 cost = None  # model not in the price table
         elif cost is not None:
             cost = float(cost)
-        return text, Usage(
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost=cost,
-            calls=1,
+        return Completion(
+            text,
+            Usage(
+                input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                cost=0.0 if cost is None else cost,
+                calls=1,
+                unpriced_calls=1 if cost is None else 0,
+            ),
+            read_logprobs(getattr(choice, "logprobs", None)),
         )
 
-    def _complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+    def _complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         litellm = _load_litellm()
-        try:
-            response = litellm.completion(**self._request(messages, schema))
-        except Exception as exc:
-            raise self._translate(exc) from None
-        return self._answer(response)
+        for _ in range(8):  # each pass drops a refused field; the prompt form is never refused
+            key, form, top = self._plan()
+            try:
+                response = litellm.completion(**self._request(messages, schema, form, top))
+            except Exception as exc:
+                if self._renegotiate(key, form, top, exc):
+                    continue
+                raise self._translate(exc) from None
+            return self._answer(response)
+        raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
 
-    async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> tuple[str, Usage]:
+    async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         litellm = _load_litellm()
-        try:
-            response = await litellm.acompletion(**self._request(messages, schema))
-        except Exception as exc:
-            raise self._translate(exc) from None
-        return self._answer(response)
+        for _ in range(8):
+            key, form, top = self._plan()
+            try:
+                response = await litellm.acompletion(**self._request(messages, schema, form, top))
+            except Exception as exc:
+                if self._renegotiate(key, form, top, exc):
+                    continue
+                raise self._translate(exc) from None
+            return self._answer(response)
+        raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def read_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
+    """OpenAI-style ``choices[0].logprobs`` as :class:`TokenLogprob` s (None when absent)."""
+    content = _field(logprobs, "content") if logprobs is not None else None
+    if not content:
+        return None
+    tokens = []
+    for item in content:
+        token, logprob = _field(item, "token"), _field(item, "logprob")
+        if not isinstance(token, str) or not isinstance(logprob, (int, float)):
+            continue
+        top = tuple(
+            (str(_field(alt, "token")), float(_field(alt, "logprob")))
+            for alt in _field(item, "top_logprobs") or ()
+            if isinstance(_field(alt, "logprob"), (int, float))
+        )
+        tokens.append(TokenLogprob(token, float(logprob), top))
+    return tuple(tokens) or None

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
 if TYPE_CHECKING:
-    from spanjudge.evaluators.judges import Judge
+    from spanjudge.evaluators.judges import Judge, JudgeAnswer
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -317,7 +317,16 @@ class BaseMetric(ABC):
 
     async def _ask(self, step: str, prompt: str, schema: type[M]) -> M:
         """One judge call: usage is counted and the answer logged under ``step``."""
-        obj, usage = await self.model.a_generate(prompt, schema)
+        answer = await self._ask_answer(step, prompt, schema)
+        return answer.value
+
+    async def _ask_answer(
+        self, step: str, prompt: str, schema: type[M], *, top_logprobs: int = 0
+    ) -> JudgeAnswer[M]:
+        """:meth:`_ask` returning the whole answer, with the token log-probabilities when
+        ``top_logprobs`` > 0 and the judge offers them."""
+        answer = await self.model.a_generate_answer(prompt, schema, top_logprobs=top_logprobs)
+        usage = answer.usage
         self.judge_calls += int(getattr(usage, "calls", 1) or 0)
         self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
         self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)

@@ -20,11 +20,14 @@ RULE_BIAS = "bias-agent"
 RULE_TOPICS = "topic_adherence-conversation"
 
 
-def _judge(judge_model: str | None, console: Console) -> tuple[Any, str, Any]:
+def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, Any]:
     if judge_model:
         from spanjudge.evaluators.judges import LiteLLMJudge
 
-        return LiteLLMJudge(judge_model), f"{judge_model} (via litellm)", None
+        base_url = options.get("api_base")
+        where = f" at {base_url}" if base_url else ""
+        judge = LiteLLMJudge(judge_model, **options)
+        return judge, f"{judge_model}{where} (via litellm)", None
     from spanjudge._demo.judge import JUDGE_LABEL, start_offline_judge
 
     server = start_offline_judge()
@@ -52,8 +55,11 @@ def run_demo(
     judge_model: str | None = None,
     otlp_endpoint: str | None = None,
     store_url: str | None = None,
+    judge_options: dict[str, Any] | None = None,
 ) -> int:
-    """Run the demo end to end; returns the process exit code (non-zero if any step failed)."""
+    """Run the demo end to end; returns the process exit code (non-zero if any step failed).
+    ``judge_options`` go to :class:`~spanjudge.evaluators.judges.LiteLLMJudge` with
+    ``judge_model`` (``api_base``, ``api_key_env``, ``structured_output``, ``timeout``)."""
     import spanjudge
     from spanjudge._demo.app import APP_MODEL, run_traffic
     from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
@@ -76,7 +82,7 @@ def run_demo(
             span_processors=[SimpleSpanProcessor(exporter)],
             export_otlp=otlp_endpoint is not None,
         )
-        judge, judge_label, server = _judge(judge_model, console)
+        judge, judge_label, server = _judge(judge_model, dict(judge_options or {}))
         console.print(f"[bold]judge[/]: {judge_label}")
         console.print(f"[bold]app model[/]: {APP_MODEL} (scripted answers, not an LLM)")
 
@@ -109,6 +115,7 @@ def run_demo(
             failures.append(f"evaluation results not delivered: {emitter.dropped_by_output()}")
         if not results:
             failures.append("no evaluation ran")
+        console.print(_spend(judge))
         console.print(
             f"{len(results)} evaluations; {emitter.exported} evaluation spans and "
             f"{emitter.exported_events} gen_ai.evaluation.result events written "
@@ -130,6 +137,21 @@ def run_demo(
         exporter.shutdown()
         store.close()
         tmp.cleanup()
+
+
+def _spend(judge: Any) -> str:
+    """The judge's spend, saying when a model has no known price (counted as 0)."""
+    usage = judge.usage
+    line = (
+        f"judge: {usage.calls} calls, {usage.input_tokens} input and {usage.output_tokens} "
+        f"output tokens, cost ${usage.cost or 0.0:.4f}"
+    )
+    if usage.unpriced_calls:
+        line += (
+            f" ({usage.unpriced_calls} calls to {judge.get_model_name()}, which has no known "
+            "price: counted as $0, tokens counted)"
+        )
+    return line
 
 
 def _emitter(otlp_endpoint: str | None) -> Any:

@@ -11,8 +11,11 @@ JSON parsing, retries) runs without a network.
         obj, usage = judge.generate("...", Claims)
 
 Rules are tried in the order added; the first that matches answers (a rule whose ``times`` ran
-out is passed over). A request matches on ``schema`` (the name in ``response_format``),
-``contains`` (a substring of the prompt) and ``match`` (a predicate), all that are given.
+out is passed over). A request matches on ``schema`` (the schema's name, whichever
+structured-output form the request uses), ``contains`` (a substring of the prompt) and ``match``
+(a predicate), all that are given. ``profile`` makes the server take only the forms a real one
+takes (see :mod:`spanjudge.testing.server_rules`); a rule's ``logprobs`` gives the
+log-probabilities returned when a request asks for them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spanjudge.testing import server_rules
+
 
 @dataclass
 class ScriptedRequest:
@@ -37,6 +42,11 @@ class ScriptedRequest:
     model: str
     body: dict[str, Any]
     status: int = 0  # filled in once answered
+
+    @property
+    def form(self) -> str:
+        """The structured-output form asked for: json_schema, json_object, tools or prompt."""
+        return server_rules.request_form(self.body)
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class _Rule:
     match: Callable[[ScriptedRequest], bool] | None = None
     times: int | None = None
     latency: float = 0.0
+    logprobs: dict[str, dict[str, float]] | None = None
     used: int = 0
 
     def applies(self, request: ScriptedRequest) -> bool:
@@ -108,8 +119,20 @@ def _tokens(text: str) -> int:
 class ScriptedJudgeServer:
     """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (random port)."""
 
-    def __init__(self, *, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        profile: str = "openai",
+    ) -> None:
+        if profile not in server_rules.PROFILES:
+            raise ValueError(
+                f"unknown profile {profile!r}; known: {', '.join(server_rules.PROFILES)}"
+            )
         self.latency = latency
+        self.profile = server_rules.PROFILES[profile]
         self._state = _State()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -172,9 +195,14 @@ class ScriptedJudgeServer:
         match: Callable[[ScriptedRequest], bool] | None = None,
         times: int | None = None,
         latency: float = 0.0,
+        logprobs: dict[str, dict[str, float]] | None = None,
     ) -> ScriptedJudgeServer:
+        """Answer matching requests with ``respond``; ``logprobs`` maps a token of the answer
+        to its alternatives (token -> logprob), returned when the request asks for logprobs."""
         with self._lock:
-            self._state.rules.append(_Rule(respond, schema, contains, match, times, latency))
+            self._state.rules.append(
+                _Rule(respond, schema, contains, match, times, latency, logprobs)
+            )
         return self
 
     def clear(self) -> None:
@@ -202,12 +230,18 @@ class ScriptedJudgeServer:
                 for m in messages
                 if isinstance(m, dict)
             )
-            response_format = body.get("response_format") or {}
-            schema_name = (response_format.get("json_schema") or {}).get("name")
+            schema_name = server_rules.schema_name(body, prompt)
         except (ValueError, AttributeError):
             self._reply(handler, 400, {"error": {"message": "body is not a chat request"}})
             return
         request = ScriptedRequest(prompt, schema_name, str(body.get("model", "")), body)
+        refused = server_rules.refusal(self.profile, body)
+        if refused is not None:
+            request.status = self.profile.refusal_status
+            with self._lock:
+                self._state.requests.append(request)
+            self._reply(handler, self.profile.refusal_status, refused)
+            return
         with self._lock:
             self._state.requests.append(request)
             self._state.in_flight += 1
@@ -238,7 +272,7 @@ class ScriptedJudgeServer:
             else:
                 content = str(respond)
             request.status = 200
-            self._reply(handler, 200, self._completion(request, content))
+            self._reply(handler, 200, self._completion(request, content, rule.logprobs))
         finally:
             with self._lock:
                 self._state.in_flight -= 1
@@ -268,19 +302,24 @@ class ScriptedJudgeServer:
         )
 
     @staticmethod
-    def _completion(request: ScriptedRequest, content: str) -> dict[str, Any]:
+    def _completion(
+        request: ScriptedRequest,
+        content: str,
+        logprobs: dict[str, dict[str, float]] | None = None,
+    ) -> dict[str, Any]:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": server_rules.message(request.form, content, request.schema_name),
+            "finish_reason": "tool_calls" if request.form == "tools" else "stop",
+        }
+        if request.body.get("logprobs"):
+            choice["logprobs"] = server_rules.token_logprobs(content, logprobs or {})
         return {
             "id": f"chatcmpl-scripted-{int(time.time() * 1000)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.model.split("/", 1)[-1] or "scripted-judge",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": _tokens(request.prompt),
                 "completion_tokens": _tokens(content),

@@ -43,7 +43,8 @@ def test_plain_answer_is_validated_and_usage_counted(
     obj, usage = scripted_judge.generate("List the claims.", Claims)
     assert obj == Claims(**OK)
     assert usage.calls == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
-    assert usage.cost is None  # "scripted-judge" is in no price table
+    # "scripted-judge" is in no price table: cost 0 with tokens counted, and said so
+    assert usage.cost == 0.0 and usage.unpriced_calls == 1
     assert scripted_judge.usage.calls == 1
     (request,) = judge_server.requests
     assert request.schema_name == "Claims"  # structured output requested by schema name
