@@ -1,4 +1,5 @@
-"""The three metrics (Faithfulness, Bias, Topic Adherence) and the engine they share."""
+"""The metrics (Faithfulness, Bias, Topic Adherence, G-Eval for criteria of your own) and the
+engine they share."""
 
 from spanjudge.evaluators.metrics.base import (
     BaseMetric,
@@ -12,6 +13,12 @@ from spanjudge.evaluators.metrics.faithfulness import (
     FaithfulnessTemplate,
     truth_cache,
 )
+from spanjudge.evaluators.metrics.geval import GEval, GEvalTemplate
+from spanjudge.evaluators.metrics.geval_conversation import (
+    ConversationalGEval,
+    ConversationalGEvalTemplate,
+)
+from spanjudge.evaluators.metrics.geval_steps import steps_cache
 from spanjudge.evaluators.metrics.topic_adherence import (
     TopicAdherenceMetric,
     TopicAdherenceTemplate,
@@ -21,12 +28,17 @@ __all__ = [
     "BaseMetric",
     "BiasMetric",
     "BiasTemplate",
+    "ConversationalGEval",
+    "ConversationalGEvalTemplate",
     "FaithfulnessMetric",
     "FaithfulnessTemplate",
+    "GEval",
+    "GEvalTemplate",
     "MetricData",
     "MetricError",
     "MissingFieldError",
     "TopicAdherenceMetric",
     "TopicAdherenceTemplate",
+    "steps_cache",
     "truth_cache",
 ]
