@@ -354,7 +354,8 @@ class GEvalBase(BaseMetric):
         self.weighted_score = weighted_score(self.raw_score, answer.logprobs)
         how = "probability-weighted" if answer.logprobs else "no log-probabilities: as written"
         self._log("Weighted score", f"{self.weighted_score:.4g} / {SCALE_TOP} ({how})")
-        return self.weighted_score / SCALE_TOP
+        # the same precision on 0..1 (9.4 / 10 is 0.9400000000000001 in floating point)
+        return round(self.weighted_score / SCALE_TOP, DECIMALS + 1)
 
     async def _a_reason(self, score: float) -> str | None:
         return self._judge_reason
