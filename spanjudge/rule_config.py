@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
@@ -35,20 +36,45 @@ def make_judge(settings: WorkerSettings) -> Any:
     )
 
 
+def metric_class(config: RuleConfig) -> Any:
+    """The metric class a rule names; ``geval`` on conversations is the conversational one."""
+    from spanjudge.evaluators import metrics
+
+    if config.metric == "geval":
+        return metrics.ConversationalGEval if config.target == "conversation" else metrics.GEval
+    classes: dict[str, Any] = {
+        "faithfulness": metrics.FaithfulnessMetric,
+        "bias": metrics.BiasMetric,
+        "topic_adherence": metrics.TopicAdherenceMetric,
+    }
+    return classes[config.metric]
+
+
+def check_params(cls: Any, params: dict[str, Any], where: str) -> None:
+    """Unknown and missing parameters as ConfigErrors naming ``<where>.<key>``."""
+    signature = inspect.signature(cls)
+    for key in params:
+        if key not in signature.parameters:
+            allowed = ", ".join(signature.parameters)
+            raise ConfigError(f"{where}.{key}: unknown parameter (allowed: {allowed})")
+    for key, param in signature.parameters.items():
+        if param.default is inspect.Parameter.empty and key not in params:
+            raise ConfigError(f"{where}.{key}: missing (required by {cls.__name__})")
+
+
 def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
-    from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
+    from spanjudge.evaluators.metrics.geval_params import ParamError
     from spanjudge.evaluators.online import Rule
 
-    metric_classes: dict[str, Any] = {
-        "faithfulness": FaithfulnessMetric,
-        "bias": BiasMetric,
-        "topic_adherence": TopicAdherenceMetric,
-    }
     where = f"rules.{index}"
+    cls = metric_class(config)
     params = dict(config.params)
     params.setdefault("model", judge)
+    check_params(cls, params, f"{where}.params")
     try:
-        metric = metric_classes[config.metric](**params)
+        metric = cls(**params)
+    except ParamError as exc:
+        raise ConfigError(f"{where}.params.{exc.key}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}.params: {exc}") from exc
     build_case = (

@@ -50,7 +50,9 @@ class RuleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal["faithfulness", "bias", "topic_adherence"]
+    # "geval": criteria of your own (params: name, criteria or evaluation_steps, evaluation_params,
+    # threshold...); on target "conversation" it is the conversational G-Eval
+    metric: Literal["faithfulness", "bias", "topic_adherence", "geval"]
     target: Literal["llm", "agent", "trace", "conversation"] = "llm"
     sample_rate: float = Field(1.0, ge=0.0, le=1.0)
     name: str | None = None

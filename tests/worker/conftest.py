@@ -101,11 +101,17 @@ def offline_judge() -> Iterator[ScriptedJudgeServer]:
 class WorkerProcess:
     """``spanjudge worker --config <file>`` as a child process on a free loopback port."""
 
-    def __init__(self, config: dict[str, Any], tmp: Path, name: str = "worker") -> None:
+    def __init__(
+        self, config: dict[str, Any], tmp: Path, name: str = "worker", toml: str | None = None
+    ) -> None:
         self.port = free_port()
-        config = {"receiver_port": self.port, **config}
-        self.config_path = tmp / f"{name}.json"
-        self.config_path.write_text(json.dumps(config), encoding="utf-8")
+        if toml is None:
+            config = {"receiver_port": self.port, **config}
+            self.config_path = tmp / f"{name}.json"
+            self.config_path.write_text(json.dumps(config), encoding="utf-8")
+        else:  # a TOML file as users write it (``config`` unused); the port is a top-level key
+            self.config_path = tmp / f"{name}.toml"
+            self.config_path.write_text(f"receiver_port = {self.port}\n{toml}", encoding="utf-8")
         self.log_path = tmp / f"{name}.log"
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         self._log = self.log_path.open("wb")
