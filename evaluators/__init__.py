@@ -1,5 +1,6 @@
 """Test cases, judges, metrics, ``evaluate()`` and the online loop."""
 
+from spanjudge.evaluators.deepeval_bridge import DeepEvalMetric, as_deepeval_model
 from spanjudge.evaluators.evaluate import (
     EvaluationResult,
     MetricResult,
@@ -32,6 +33,7 @@ __all__ = [
     "BiasTemplate",
     "ConversationalGEval",
     "ConversationalTestCase",
+    "DeepEvalMetric",
     "EvaluationResult",
     "FaithfulnessMetric",
     "FaithfulnessTemplate",
@@ -52,6 +54,7 @@ __all__ = [
     "TopicAdherenceTemplate",
     "Turn",
     "a_evaluate",
+    "as_deepeval_model",
     "evaluate",
     "monitor",
 ]

@@ -122,6 +122,8 @@ def provenance(record: EvaluationRecord, *, verdicts: bool = True) -> dict[str, 
         out[attrs.SPANJUDGE_EVAL_SKIP_REASON] = record.skip_reason
     if record.context_source:
         out[attrs.SPANJUDGE_EVAL_CONTEXT_SOURCE] = record.context_source
+    if record.cached:
+        out[attrs.SPANJUDGE_EVAL_CACHED] = True
     return out
 
 

@@ -11,6 +11,7 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_judge_tokens_total                        counter    metric, model, direction
     spanjudge_judge_cost_usd_total                      counter    metric, model
     spanjudge_judge_calls_total                         counter    metric, model
+    spanjudge_judge_cache_hits_total                    counter    metric, rule
     spanjudge_backlog                                   gauge      state
     spanjudge_backlog_oldest_age_seconds                gauge      (none)
     spanjudge_sampler_skipped_total                     counter    rule, reason
@@ -44,6 +45,8 @@ EVALUATION_LAG: Final = "spanjudge.evaluation.lag_seconds"
 JUDGE_TOKENS: Final = "spanjudge.judge.tokens"
 JUDGE_COST: Final = "spanjudge.judge.cost_usd"
 JUDGE_CALLS: Final = "spanjudge.judge.calls"
+# Counter of results reused from the judge-result cache (no judge call), labels: metric, rule
+JUDGE_CACHE_HITS: Final = "spanjudge.judge.cache_hits"
 # Observable gauge of work waiting, labels: state
 # (pending|leased|unplanned_traces|unplanned_conversations)
 BACKLOG: Final = "spanjudge.backlog"

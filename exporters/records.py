@@ -133,6 +133,8 @@ class EvaluationRecord:
     # where the retrieval context came from: retrieval | tool_results | system_instructions
     context_source: str | None = None
     target_end_unix_nano: int | None = None
+    # reused from the judge-result cache: no judge call was made for this result
+    cached: bool = False
     started_at: float | None = None  # Unix seconds
     finished_at: float | None = None
 

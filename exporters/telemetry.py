@@ -82,6 +82,9 @@ class Telemetry:
         self.tokens = meter.create_counter(names.JUDGE_TOKENS, description="Judge tokens")
         self.cost = meter.create_counter(names.JUDGE_COST, description="Judge cost in USD")
         self.calls = meter.create_counter(names.JUDGE_CALLS, description="Judge calls")
+        self.cache_hits = meter.create_counter(
+            names.JUDGE_CACHE_HITS, description="Results reused from the judge-result cache"
+        )
         self.skipped = meter.create_counter(
             names.SAMPLER_SKIPPED, description="Targets not evaluated, by rule and reason"
         )
@@ -181,6 +184,10 @@ class Telemetry:
                 finished = time.time()
             lag = finished - record.target_end_unix_nano / 1e9
             self.lag.record(max(lag, 0.0), {names.L_METRIC: record.metric})
+
+    def record_cache_hit(self, rule: str, metric: str) -> None:
+        """One result reused from the judge-result cache instead of calling the judge."""
+        self._add(self.cache_hits, 1, {names.L_METRIC: metric, names.L_RULE: rule})
 
     def record_skip(self, rule: str, reason: str, count: int = 1) -> None:
         """Count targets a rule did not evaluate (reason: not_sampled, rate_budget, ...)."""

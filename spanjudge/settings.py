@@ -89,6 +89,10 @@ class WorkerSettings(BaseSettings):
     lease_seconds: float = Field(300.0, gt=0)
     max_attempts: int = Field(3, ge=1)
     retention_seconds: float | None = Field(7 * 24 * 3600, gt=0)
+    # The judge-result cache: a scored result for the same metric (parameters, prompts), judge
+    # model and rebuilt case is reused, without a judge call, for this long; false: always judge
+    judge_cache: bool = True
+    judge_cache_max_age_seconds: float = Field(24 * 3600, gt=0)
     max_hold_seconds: float = Field(120.0, gt=0)
     judge_model: str = "gpt-4o"
     judge_timeout: float = Field(60.0, gt=0)

@@ -124,6 +124,8 @@ class Worker:
                 lease_seconds=settings.lease_seconds,
                 max_attempts=settings.max_attempts,
                 retention_seconds=settings.retention_seconds,
+                judge_cache=settings.judge_cache,
+                judge_cache_max_age_seconds=settings.judge_cache_max_age_seconds,
             ),
         )
         self.gate = IngestGate(

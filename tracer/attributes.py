@@ -120,6 +120,8 @@ SPANJUDGE_EVAL_SKIP_REASON: Final = "spanjudge.evaluation.skip_reason"
 SPANJUDGE_EVAL_ID: Final = "spanjudge.evaluation.id"
 # retrieval | tool_results | system_instructions: where the case's retrieval context came from
 SPANJUDGE_EVAL_CONTEXT_SOURCE: Final = "spanjudge.evaluation.context_source"
+# true when the result was reused from the judge-result cache (no judge call was made for it)
+SPANJUDGE_EVAL_CACHED: Final = "spanjudge.evaluation.cached"
 
 # Instrumentation scope of the spans this library creates
 TRACER_NAME: Final = "spanjudge"

@@ -215,6 +215,28 @@ class BaseMetric(ABC):
             "verbose_mode": self.verbose_mode,
         }
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What the judge-result cache keys this metric by: class, name, every ``_config()``
+        parameter but the judge and the execution-only flags, and a digest of the metric's
+        code and of any template class it was given (so a changed prompt never hits)::
+
+            FaithfulnessMetric(threshold=0.7).cache_identity()["params"]["threshold"]  # 0.7
+        """
+        from spanjudge.evaluators.metrics.identity import (
+            EXECUTION_ONLY,
+            class_digest,
+            identity_value,
+        )
+
+        cls = type(self)
+        params = {k: v for k, v in self._config().items() if k not in EXECUTION_ONLY}
+        return {
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "name": self.name,
+            "params": identity_value(params),
+            "code": class_digest(cls, BaseMetric),
+        }
+
     def clone(self: Self_) -> Self_:
         """A fresh instance with the same configuration and the same judge object."""
         return type(self)(**self._config())

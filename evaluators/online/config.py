@@ -25,7 +25,10 @@ class MonitorConfig:
     * ``max_attempts`` / ``retry_delay_seconds``: transient judge failures (timeouts, 429, 5xx,
       connection errors) are retried in later ticks, ``retry_delay_seconds * attempt`` apart;
     * ``retention_seconds``: stored spans older than this are deleted (``None``: kept);
-    * ``flush_timeout_seconds``: the longest a tick waits for the exporters to confirm.
+    * ``flush_timeout_seconds``: the longest a tick waits for the exporters to confirm;
+    * ``judge_cache``: reuse a scored result for the same metric (parameters, prompts), judge
+      model and rebuilt case instead of calling the judge again (on by default), within
+      ``judge_cache_max_age_seconds`` (default a day); older entries are pruned each tick.
     """
 
     interval_seconds: float = 30.0
@@ -38,10 +41,18 @@ class MonitorConfig:
     retry_delay_seconds: float = 30.0
     retention_seconds: float | None = 7 * 24 * 3600
     flush_timeout_seconds: float = 2.0
+    judge_cache: bool = True
+    judge_cache_max_age_seconds: float = 24 * 3600
 
     def __post_init__(self) -> None:
+        if not isinstance(self.judge_cache, bool):
+            raise ValueError(
+                f"MonitorConfig.judge_cache must be true or false, got {self.judge_cache!r}"
+            )
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "judge_cache":
+                continue
             if value is None and f.name == "retention_seconds":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -60,5 +71,7 @@ class MonitorConfig:
                 raise ValueError(f"MonitorConfig.{name} must not be negative")
         if self.flush_timeout_seconds < 0:
             raise ValueError("MonitorConfig.flush_timeout_seconds must not be negative")
+        if self.judge_cache_max_age_seconds <= 0:
+            raise ValueError("MonitorConfig.judge_cache_max_age_seconds must be positive")
         if self.retention_seconds is not None and self.retention_seconds <= 0:
             raise ValueError("MonitorConfig.retention_seconds must be positive or None")

@@ -216,6 +216,8 @@ class Monitor:
                 report.deleted_spans = self.store.delete_older_than(
                     self.clock() - config.retention_seconds
                 )
+            if self.runner.cache is not None:
+                self.runner.cache.prune(now=self.clock())
         return report
 
     def backfill(

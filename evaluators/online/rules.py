@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -14,6 +15,8 @@ from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
 SpanPredicate = Callable[[SpanRecord], bool]
+
+logger = logging.getLogger("spanjudge.rules")
 
 
 def _glob(pattern: str | None, value: str | None) -> bool:
@@ -140,6 +143,23 @@ def _accepts_two_args(func: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def _adapt(metric: Any) -> Any:
+    """A deepeval metric wrapped in our metric shape (checked without importing deepeval)."""
+    from spanjudge.evaluators.deepeval_bridge import DeepEvalMetric, deepeval_kind
+
+    if deepeval_kind(metric) is None:
+        return metric
+    wrapped = DeepEvalMetric(metric)
+    if not wrapped.ours:
+        logger.warning(
+            "deepeval metric %s judges with its own model %r, not a spanjudge judge: its calls "
+            "bypass spanjudge's retries and concurrency limit (use model=as_deepeval_model(judge))",
+            wrapped.name,
+            wrapped.evaluation_model,
+        )
+    return wrapped
+
+
 @dataclass(slots=True)
 class Rule:
     """A metric, the targets it evaluates, a filter, a sample rate and optional budgets.
@@ -147,6 +167,9 @@ class Rule:
     * ``target``: ``"llm"`` or ``"agent"`` (each such span), ``"trace"`` (the root span, with
       the whole trace as context) or ``"conversation"`` (agent turns sharing
       ``gen_ai.conversation.id``). Conversational metrics take ``"conversation"`` only.
+    * ``metric``: one of ours, or any deepeval ``BaseMetric`` / ``BaseConversationalMetric``
+      (wrapped in :class:`~spanjudge.evaluators.deepeval_bridge.DeepEvalMetric`, named
+      ``deepeval_<its name>``; give it ``model=as_deepeval_model(judge)``).
     * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
     * ``filter``: a :class:`SpanFilter`, a dict with its keys, or ``callable(span) -> bool``;
       applied to the target span (trace: root span; conversation: any agent turn span).
@@ -183,6 +206,7 @@ class Rule:
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self.metric = _adapt(self.metric)
         metric_name = getattr(self.metric, "name", None)
         if not isinstance(metric_name, str) or not metric_name:
             raise ValueError(

@@ -21,10 +21,11 @@ from spanjudge.evaluators.online.cases import build_case
 from spanjudge.evaluators.online.config import MonitorConfig
 from spanjudge.evaluators.online.loading import load_conversation, load_trace
 from spanjudge.evaluators.online.planner import Planner, TickReport
+from spanjudge.evaluators.online.result_cache import ResultCache, cache_key, reuse
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.targets import Skip, Target, conversation_target, find_targets
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store import Job, SpanStore
+from spanjudge.exporters.store import Job, JudgeCache, SpanStore
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
@@ -71,6 +72,11 @@ class Runner:
         # attempt n waits n * retry_delay_seconds: a judge that is down gets room to recover
         delay = config.retry_delay_seconds
         self._wait = wait_incrementing(start=delay, increment=delay)
+        self.cache = (
+            ResultCache(store, max_age_seconds=config.judge_cache_max_age_seconds)
+            if config.judge_cache and isinstance(store, JudgeCache)
+            else None
+        )
 
     async def run(self, jobs: Sequence[Job], report: TickReport) -> None:
         """Run ``jobs``, at most ``config.concurrency`` at once."""
@@ -108,11 +114,7 @@ class Runner:
             else:
                 source = case.metadata.get("context_source") if case.metadata else None
                 record.context_source = source if isinstance(source, str) else None
-                metric = rule.metric.clone()
-                # a failing judge leaves its error on the metric; to_data() carries it
-                with contextlib.suppress(Exception):
-                    await metric.a_measure(case)
-                fill_from_metric(record, metric.to_data())
+                await self.measure(rule, case, record)
                 if record.status == "error":
                     if self._retry_later(job, record, report):
                         return
@@ -132,6 +134,30 @@ class Runner:
             self.emitter.emit(record, job.job_id)
         if self.telemetry is not None:
             self.telemetry.record_evaluation(record)
+
+    async def measure(self, rule: Rule, case: Any, record: EvaluationRecord) -> None:
+        """Fill ``record`` from a fresh copy of the rule's metric, or from the judge-result
+        cache when it holds the answer (then no judge call is made)."""
+        key = None
+        if self.cache is not None:
+            try:
+                key = cache_key(rule.metric, case)
+            except Exception as exc:  # an odd parameter must not stop the evaluation
+                logger.warning("no judge cache key for rule %s: %s", rule.name, exc)
+        if key is not None and self.cache is not None:
+            hit = self.cache.lookup(key, now=self.clock())
+            if hit is not None:
+                reuse(record, hit)
+                if self.telemetry is not None:
+                    self.telemetry.record_cache_hit(rule.name, record.metric)
+                return
+        metric = rule.metric.clone()
+        # a failing judge leaves its error on the metric; to_data() carries it
+        with contextlib.suppress(Exception):
+            await metric.a_measure(case)
+        fill_from_metric(record, metric.to_data())
+        if key is not None and self.cache is not None:
+            self.cache.remember(key, record, now=self.clock())
 
     def _retry_later(self, job: Job, record: EvaluationRecord, report: TickReport) -> bool:
         if record.error_type not in TRANSIENT_ERRORS or job.attempts >= self.config.max_attempts:

@@ -16,7 +16,7 @@ Example::
 Each consumer depends on the part it uses, as the OpenTelemetry SDK keeps its exporter interface
 to a few methods: :class:`SpanLog` (spans in, settled targets out), :class:`EventLog` (GenAI
 content log events in, by trace out), :class:`JobQueue`, :class:`ResultStore`, :class:`Outbox`
-(enrich mode) and :class:`StoreAdmin`. :class:`SpanStore`
+(enrich mode), :class:`JudgeCache` (results reused) and :class:`StoreAdmin`. :class:`SpanStore`
 is all of them: what ``open_store()`` returns.
 """
 
@@ -346,6 +346,33 @@ class Outbox(Protocol):
 
 
 @runtime_checkable
+class JudgeCache(Protocol):
+    """Scored results kept by cache key (a digest of metric, parameters, prompts, judge model
+    and rebuilt case), so the same question is not paid for twice within an age.
+
+    Example::
+
+        cache.put_cached_result(key, record, now=t)
+        hit = cache.cached_result(key, since=t - max_age)   # an EvaluationRecord or None
+    """
+
+    def cached_result(self, cache_key: str, *, since: float) -> EvaluationRecord | None:
+        """The result stored under ``cache_key`` at or after ``since`` (its hit counted), or
+        None."""
+        ...
+
+    def put_cached_result(self, cache_key: str, record: EvaluationRecord, *, now: float) -> None:
+        """Keep a scored ``record`` under ``cache_key`` (replacing an older one: two workers
+        racing on one key both write, the later wins). Anything but a scored result is a
+        ``ValueError``."""
+        ...
+
+    def prune_judge_cache(self, *, before: float) -> int:
+        """Delete entries stored before ``before``; returns how many."""
+        ...
+
+
+@runtime_checkable
 class StoreAdmin(Protocol):
     """What runs the store rather than fills it: backlog figures, schema version, closing.
 
@@ -375,7 +402,7 @@ class StoreAdmin(Protocol):
 
 
 @runtime_checkable
-class SpanStore(SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, Protocol):
+class SpanStore(SpanLog, EventLog, JobQueue, ResultStore, Outbox, JudgeCache, StoreAdmin, Protocol):
     """The whole store: spans and their content log events in, settled targets and leased
     jobs out, results kept exactly once, and the enrich-mode outbox. ``open_store()`` returns one.
 

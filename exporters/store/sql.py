@@ -2,7 +2,7 @@
 
 :class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
 own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
-``outbox`` and ``stats``. The
+``outbox``, ``judge_cache`` and ``stats``. The
 schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
 subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
@@ -20,6 +20,7 @@ from abc import abstractmethod
 from spanjudge.exporters.store.base import SpanStore
 from spanjudge.exporters.store.core import Cursor, SqlCore
 from spanjudge.exporters.store.jobs import JobQueries
+from spanjudge.exporters.store.judge_cache import JudgeCacheQueries
 from spanjudge.exporters.store.logs import LogQueries
 from spanjudge.exporters.store.outbox import OutboxQueries
 from spanjudge.exporters.store.results import ResultQueries
@@ -36,7 +37,14 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
 
 
 class SqlStore(
-    SpanQueries, LogQueries, JobQueries, ResultQueries, OutboxQueries, StatsQueries, SpanStore
+    SpanQueries,
+    LogQueries,
+    JobQueries,
+    ResultQueries,
+    OutboxQueries,
+    JudgeCacheQueries,
+    StatsQueries,
+    SpanStore,
 ):
     """:class:`SpanStore` over a DB-API connection; subclasses supply transactions and dialect.
 
