@@ -1,8 +1,8 @@
 """Judge cost and throughput of evaluate() against the scripted loopback judge.
 
-Runs Faithfulness, Bias and Topic Adherence over a fixed set of cases (RAG answers sharing some
-retrieval contexts, opinionated and neutral answers, multi-turn conversations) with a fixed
-judge latency and judge concurrency, then prints JSON:
+Runs Faithfulness, Bias and Topic Adherence (and, under "geval", three G-Eval criteria) over a
+fixed set of cases (RAG answers sharing some retrieval contexts, opinionated and neutral answers,
+multi-turn conversations) with a fixed judge latency and judge concurrency, then prints JSON:
 
 - judge calls, prompt and completion tokens per case per metric;
 - actual calls vs a naive pipeline (every step called, no truth cache, no skip of empty steps)
@@ -25,14 +25,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from spanjudge.evaluators import (
     BiasMetric,
+    ConversationalGEval,
     ConversationalTestCase,
     FaithfulnessMetric,
+    GEval,
     LLMTestCase,
     TopicAdherenceMetric,
     Turn,
@@ -40,6 +43,7 @@ from spanjudge.evaluators import (
 )
 from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.metrics.faithfulness import truth_cache
+from spanjudge.evaluators.metrics.geval_steps import steps_cache
 
 OPINION_MARK = "I think"
 CLAIMS = ["The plan costs 10 dollars a month.", "The plan includes support."]
@@ -157,6 +161,7 @@ import judge_cost
 from spanjudge.testing import ScriptedJudgeServer
 server = ScriptedJudgeServer().start()
 judge_cost.script(server, float(sys.argv[1]))
+judge_cost.script_geval(server, float(sys.argv[1]))
 print(server.base_url, flush=True)
 time.sleep(3600)
 """
@@ -258,13 +263,105 @@ def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- G-Eval
+
+
+def script_geval(server: Any, latency: float) -> None:
+    """G-Eval's two schemas: steps, and a score with log-probabilities (8 at p=0.8, 7 at 0.2)."""
+    server.add_rule(
+        {"steps": ["Read the question.", "Check the answer's tone.", "Look for blame."]},
+        schema="GEvalSteps",
+        latency=latency,
+    )
+    server.add_rule(
+        {"reason": "Patient and clear throughout.", "score": 7},
+        schema="GEvalScore",
+        contains="You judge one conversation",
+        latency=latency,
+    )
+    server.add_rule(
+        {"reason": "Courteous and to the point.", "score": 8},
+        schema="GEvalScore",
+        logprobs={"8": {"8": -0.2231435513, "7": -1.6094379124}},
+        latency=latency,
+    )
+
+
+def geval_metrics(judge: Any) -> list[Any]:
+    return [
+        GEval(
+            name="politeness",
+            criteria="The answer is courteous and never blames the customer.",
+            model=judge,
+        ),
+        GEval(
+            name="grounded",
+            criteria="Every figure in the answer appears in the retrieval context.",
+            evaluation_params=["actual_output", "retrieval_context"],
+            model=judge,
+        ),
+        ConversationalGEval(
+            name="resolution",
+            criteria="The assistant resolves each request by the end of the conversation.",
+            model=judge,
+        ),
+    ]
+
+
+def run_geval(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
+    """G-Eval over the same cases: calls and tokens per case, and the steps generated once per
+    criteria (a fresh on-disk steps cache, so the first case of each criteria pays for them)."""
+    import tempfile
+
+    cases = build_cases() * repeat
+    with tempfile.TemporaryDirectory() as cache_dir, judge_process(latency) as base_url:
+        steps_cache.directory, steps_cache.disk = Path(cache_dir), True
+        steps_cache.clear()
+        judge = LiteLLMJudge(
+            "openai/scripted-judge", api_base=base_url, api_key="x", max_concurrency=concurrency
+        )
+        metrics = geval_metrics(judge)
+        started = time.perf_counter()
+        result = evaluate(
+            cases, metrics, max_concurrency=len(cases) * 3, show_progress=False, print_results=False
+        )
+        wall = time.perf_counter() - started
+        steps = {"generated": steps_cache.generated, "reused": steps_cache.memory_hits}
+        steps_cache.directory = None
+    per_metric: dict[str, Any] = {}
+    for j, metric in enumerate(metrics):
+        scored = [r.metrics_data[j] for r in result.test_results if not r.metrics_data[j].skipped]
+        n = max(len(scored), 1)
+        calls = sum(d.judge_calls for d in scored)
+        per_metric[metric.name] = {
+            "cases": len(scored),
+            "errors": sum(1 for d in scored if d.error),
+            "judge_calls": calls,
+            "judge_calls_per_case": round(calls / n, 3),
+            # steps asked for on every case, as without a steps cache shared by the cases
+            "without_steps_cache_calls_per_case": 2.0,
+            "prompt_tokens_per_case": round(sum(d.input_tokens for d in scored) / n, 1),
+            "completion_tokens_per_case": round(sum(d.output_tokens for d in scored) / n, 1),
+            "mean_score": result.metrics_summary[j].mean_score,
+        }
+    return {
+        "cases": len(cases),
+        "wall_s": round(wall, 3),
+        "judge_calls": sum(s.judge_calls for s in result.metrics_summary),
+        "steps_cache": steps,
+        "per_metric": per_metric,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=1, help="run the fixed case set N times")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.latency, args.concurrency, args.repeat), indent=2))
+    report = run(args.latency, args.concurrency, args.repeat)
+    report["geval"] = run_geval(args.latency, args.concurrency, args.repeat)
+    print(json.dumps(report, indent=2))
     return 0
 
 

@@ -95,6 +95,7 @@ class StepsCache:
         self.memory_hits = 0
         self.disk_hits = 0
         self.misses = 0
+        self.generated = 0  # steps asked of the judge through get_or_create
         self._memory: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
@@ -146,6 +147,8 @@ class StepsCache:
                 if found is not None:
                     return found
                 steps = await create()
+                with self._lock:
+                    self.generated += 1
                 self.put(key, steps, model=model)
                 return steps, "judge"
         finally:
@@ -155,7 +158,7 @@ class StepsCache:
         """Forget the steps in memory (and the file's too with ``disk=True``)."""
         with self._lock:
             self._memory.clear()
-            self.memory_hits = self.disk_hits = self.misses = 0
+            self.memory_hits = self.disk_hits = self.misses = self.generated = 0
         if disk:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()

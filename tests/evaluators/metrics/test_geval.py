@@ -200,6 +200,7 @@ def test_steps_are_generated_once_for_many_cases(
     copies = asyncio.run(run_all())
     assert schema_names(judge_server).count("GEvalSteps") == 1
     assert schema_names(judge_server).count("GEvalScore") == 6
+    assert (steps_cache.generated, steps_cache.memory_hits) == (1, 5)
     assert sorted(m.steps_source or "" for m in copies) == ["judge"] + ["memory"] * 5
     for m in copies:
         assert m.score == 0.9
