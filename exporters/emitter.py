@@ -38,8 +38,9 @@ from spanjudge.exporters.evaluation_result import (
     default_resource,
     evaluation_event,
     evaluation_span,
+    feedback_event,
 )
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
@@ -70,6 +71,10 @@ __all__ = [
 
 _BATCH = 512
 _FLUSH_INTERVAL = 0.5
+
+
+class _FeedbackKey(int):
+    """A feedback id riding the event channel: confirmed apart from the results' job ids."""
 
 
 class Emitter(Protocol):
@@ -182,6 +187,7 @@ class ScoreEmitter:
         self.telemetry = telemetry
         self.max_queue = max_queue
         self._confirmed: list[tuple[Any, str]] = []
+        self._feedback_confirmed: list[int] = []
         self._lock = threading.Lock()
         self.span_exporter: SpanExporter | None = None
         self.log_exporter: LogRecordExporter | None = None
@@ -241,7 +247,11 @@ class ScoreEmitter:
 
     def _add_confirmed(self, confirmed: list[tuple[Any, str]]) -> None:
         with self._lock:
-            self._confirmed.extend(confirmed)
+            for key, output in confirmed:
+                if isinstance(key, _FeedbackKey):
+                    self._feedback_confirmed.append(int(key))
+                else:
+                    self._confirmed.append((key, output))
 
     # ---------------------------------------------------------------- counters
     @property
@@ -298,6 +308,27 @@ class ScoreEmitter:
                 channel.worker.drop(DROP_INVALID)
                 continue
             channel.worker.put([(item, key)])
+
+    def emit_feedback(self, feedback: FeedbackRecord, span_id: str | None) -> bool:
+        """Queue a person's label as a ``spanjudge.feedback`` log event on ``span_id`` (the
+        event output); False, queueing nothing, without that output or a valid trace id.
+        :meth:`take_confirmed_feedback` hands its id back once the log exporter took it."""
+        channel = self._channels.get("event")
+        if channel is None:
+            return False
+        try:
+            item = feedback_event(feedback, span_id, self.resource)
+        except ValueError:
+            channel.worker.drop(DROP_INVALID)
+            return False
+        channel.worker.put([(item, _FeedbackKey(feedback.feedback_id))])
+        return True
+
+    def take_confirmed_feedback(self) -> list[int]:
+        """Feedback ids whose event the log exporter accepted since the last call."""
+        with self._lock:
+            confirmed, self._feedback_confirmed = self._feedback_confirmed, []
+        return confirmed
 
     def take_confirmed(self) -> list[tuple[Any, str]]:
         """``(key, output)`` pairs the exporters accepted since the last call (each once)."""

@@ -47,7 +47,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.status import Status, StatusCode
 
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
 from spanjudge.tracer import attributes as attrs
 
 DEFAULT_SERVICE_NAME = "spanjudge"
@@ -233,6 +233,51 @@ def evaluation_event(
         body=event_body(record),
         attributes=event_attributes(record),
         event_name=attrs.GEN_AI_EVALUATION_RESULT_EVENT,
+    )
+    return ReadableLogRecord(
+        log_record,
+        resource=resource or default_resource(),
+        instrumentation_scope=InstrumentationScope(attrs.TRACER_NAME),
+    )
+
+
+def feedback_event(
+    feedback: FeedbackRecord, span_id: str | None, resource: Resource | None = None
+) -> ReadableLogRecord:
+    """A person's label as a ``spanjudge.feedback`` log record on ``span_id`` of the label's
+    trace, with the same ``gen_ai.evaluation.*`` fields a result has (the note is the
+    explanation). Raises ``ValueError`` when the label has no (valid) trace id."""
+    if not feedback.trace_id or not int(feedback.trace_id, 16):
+        raise ValueError("feedback without a trace id")
+    fields: dict[str, Any] = {
+        attrs.GEN_AI_EVALUATION_NAME: feedback.metric,
+        attrs.GEN_AI_EVALUATION_SCORE_LABEL: feedback.label,
+        attrs.SPANJUDGE_FEEDBACK_ID: feedback.feedback_id,
+        attrs.SPANJUDGE_FEEDBACK_SOURCE: feedback.source,
+    }
+    for key, value in (
+        (attrs.GEN_AI_EVALUATION_SCORE_VALUE, feedback.score),
+        (attrs.GEN_AI_EVALUATION_EXPLANATION, feedback.note),
+        (attrs.SPANJUDGE_FEEDBACK_ANNOTATOR, feedback.annotator),
+        (attrs.SPANJUDGE_EVAL_RULE, feedback.rule),
+        (attrs.GEN_AI_CONVERSATION_ID, feedback.conversation_id),
+    ):
+        if value is not None:
+            fields[key] = value
+    context = SpanContext(
+        int(feedback.trace_id, 16), int(span_id, 16) if span_id else 0, True, _SAMPLED
+    )
+    by = f" by {feedback.annotator}" if feedback.annotator else ""
+    body = f"human feedback{by}: {feedback.metric} {feedback.label}"
+    log_record = LogRecord(
+        timestamp=_ns(feedback.created_at),
+        observed_timestamp=time.time_ns(),
+        context=set_span_in_context(NonRecordingSpan(context)),
+        severity_number=SeverityNumber.INFO,
+        severity_text="INFO",
+        body=f"{body}: {feedback.note}" if feedback.note else body,
+        attributes=fields,
+        event_name=attrs.SPANJUDGE_FEEDBACK_EVENT,
     )
     return ReadableLogRecord(
         log_record,

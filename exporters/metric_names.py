@@ -24,6 +24,7 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_enrich_forward_failed_spans_total         counter    (none)
     spanjudge_planner_unrecognised_spans_total          counter    service
     spanjudge_rules_no_target_total                     counter    rule, reason
+    spanjudge_judge_agreement                           gauge      rule, metric, stat
 
 Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
 ``deploy/`` use these scraped names.
@@ -86,7 +87,22 @@ NO_TARGET_REASONS: Final = (
     "no_turns",  # conversation rules: a conversation without agent or LLM turns
 )
 
+# Observable gauge of judge-human agreement over the configured window, labels: rule, metric,
+# stat (labels|accuracy|true_positive_rate|true_negative_rate|kappa, plus the configured
+# floor and min_labels the alert compares them with; see evaluators/online/agreement.py)
+JUDGE_AGREEMENT: Final = "spanjudge.judge.agreement"
+AGREEMENT_STATS: Final = (
+    "labels",
+    "accuracy",
+    "true_positive_rate",
+    "true_negative_rate",
+    "kappa",
+    "floor",
+    "min_labels",
+)
+
 # label keys
+L_STAT: Final = "stat"
 L_METRIC: Final = "metric"
 L_LABEL: Final = "label"
 L_OUTPUT: Final = "output"

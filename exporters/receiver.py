@@ -199,9 +199,11 @@ def create_receiver_app(
     backpressure: Callable[[], float | None] | None = None,
     telemetry: Telemetry | None = None,
     metrics_app: Any = None,
+    feedback_sink: Callable[[bytes], dict[str, Any]] | None = None,
 ) -> Starlette:
     """Build the receiver's ASGI app; ``sink(records)`` (spans) and ``log_sink(events)`` (GenAI
-    content events from ``/v1/logs``, served only when given) run in a worker thread per request.
+    content events from ``/v1/logs``, served only when given) run in a worker thread per request;
+    so does ``feedback_sink`` (``POST /v1/feedback``, :mod:`~spanjudge.exporters.feedback_route`).
 
     Example::
 
@@ -319,6 +321,12 @@ def create_receiver_app(
     ]
     if log_sink is not None:
         routes.append(Route("/v1/logs", logs, methods=["POST"]))
+    if feedback_sink is not None:
+        from spanjudge.exporters.feedback_route import feedback_endpoint  # imports this module
+
+        limits = (max_body_bytes, max_decompressed_bytes)
+        handler = feedback_endpoint(feedback_sink, check_auth, answer, limits)
+        routes.append(Route("/v1/feedback", handler, methods=["POST"]))
     if metrics_app is not None:
         # Served at exactly /metrics (no redirect to /metrics/), where Prometheus scrapes.
         routes.append(Route("/metrics", _AsgiEndpoint(metrics_app), methods=["GET"]))

@@ -141,3 +141,29 @@ class EvaluationRecord:
     @property
     def evaluation_span_id(self) -> str:
         return evaluation_span_id(self.rule, self.target_type, self.target_id)
+
+
+@dataclass(slots=True)
+class FeedbackRecord:
+    """A person's label on an evaluated (or not yet evaluated) target, kept beside the results.
+
+    Producers: ``spanjudge.feedback()``, the worker's ``POST /v1/feedback`` and
+    ``spanjudge feedback``; consumers: the store (matched to results when read), agreement
+    statistics, and the score emitter (a ``spanjudge.feedback`` log event on the target span).
+    The target is a span (``trace_id`` + ``span_id``), a whole trace (``trace_id`` only) or a
+    conversation (``conversation_id``; ``trace_id`` then names the trace the event goes to).
+    """
+
+    metric: str
+    label: str  # pass | fail
+    trace_id: str | None = None
+    span_id: str | None = None
+    conversation_id: str | None = None
+    rule: str | None = None  # only this rule's results, else every rule of the metric
+    score: float | None = None  # the person's own score in [0, 1], when they gave one
+    note: str | None = None
+    annotator: str | None = None
+    source: str = "python"  # python | http | cli
+    created_at: float = 0.0  # Unix seconds
+    feedback_id: int = 0  # set by the store
+    emitted_at: float | None = None

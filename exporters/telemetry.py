@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("spanjudge.telemetry")
 
 BacklogState = tuple[Mapping[str, int], float | None]
+# (rule, metric, stat, value) rows of the agreement gauge
+AgreementRows = Iterable[tuple[str, str, str, float]]
 
 # Scores live in [0, 1]; a tenth per bucket reads well on a heatmap.
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -126,6 +128,12 @@ class Telemetry:
             names.BACKLOG_AGE,
             callbacks=[self._observe_backlog_age],
             description="Age in seconds of the oldest settled-but-unevaluated target",
+        )
+        self._agreement_fn: Callable[[], AgreementRows] | None = None
+        meter.create_observable_gauge(
+            names.JUDGE_AGREEMENT,
+            callbacks=[self._observe_agreement],
+            description="Judge-human agreement by rule, metric and statistic",
         )
 
     def prime(self, rules: Sequence[str] = (), *, services: Sequence[str] = ()) -> None:
@@ -227,6 +235,24 @@ class Telemetry:
         if state is None or state[1] is None:
             return []
         return [Observation(float(state[1]))]
+
+    # --- agreement -----------------------------------------------------------------------
+    def set_agreement_callback(self, fn: Callable[[], AgreementRows] | None) -> None:
+        """``fn()`` returns ``(rule, metric, stat, value)`` rows; read per scrape."""
+        self._agreement_fn = fn
+
+    def _observe_agreement(self, options: CallbackOptions) -> Iterable[Observation]:
+        if self._agreement_fn is None:
+            return []
+        try:
+            rows = list(self._agreement_fn())
+        except Exception:
+            logger.debug("agreement callback failed", exc_info=True)
+            return []
+        return [
+            Observation(value, {names.L_RULE: rule, names.L_METRIC: metric, names.L_STAT: stat})
+            for rule, metric, stat, value in rows
+        ]
 
     # --- exporter / emitter / receiver ---------------------------------------------------
     def record_exporter_written(self, count: int) -> None:

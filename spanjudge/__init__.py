@@ -48,6 +48,9 @@ _LAZY: dict[str, str] = {
     "Monitor": "spanjudge.evaluators.online.monitor",
     "monitor": "spanjudge.evaluators.online.monitor",
     "open_store": "spanjudge.exporters.store",
+    # human labels beside the judge's (a module named apart: a submodule called ``feedback``
+    # would shadow the function on the package once imported)
+    "feedback": "spanjudge.human_feedback",
 }
 
 

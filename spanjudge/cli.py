@@ -1,4 +1,5 @@
-"""The ``spanjudge`` command line: ``demo``, ``worker``, ``backfill``, ``explain``.
+"""The ``spanjudge`` command line: ``demo``, ``worker``, ``backfill``, ``explain``, and the review
+commands of :mod:`spanjudge.review_cli` (``feedback``, ``calibration``, ``export``, ``scores``).
 
 Each command imports what it needs when it runs, so ``spanjudge --version`` stays instant.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from spanjudge._version import __version__
+from spanjudge.review_cli import COMMANDS as REVIEW_COMMANDS
 
 if TYPE_CHECKING:
     from rich.tree import Tree
@@ -332,6 +334,10 @@ def parse_since(text: str, *, now: float) -> float:
         return float(value)
     except ValueError:
         raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+
+
+for _command in REVIEW_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -103,6 +103,13 @@ class WorkerSettings(BaseSettings):
     # "event" (gen_ai.evaluation.result log record on the evaluated span, /v1/logs)
     outputs: list[Literal["span", "event"]] = Field(default_factory=_both_outputs, min_length=1)
     service_name: str = "spanjudge-worker"
+    # Judge-human agreement (spanjudge calibration, the spanjudge_judge_agreement gauges, the
+    # SpanjudgeJudgeAgreementLow alert): labels of the last agreement_window_seconds count; the
+    # alert fires when a rule's Cohen's kappa is under agreement_floor once it has
+    # agreement_min_labels labels
+    agreement_window_seconds: float = Field(30 * 86400, gt=0)
+    agreement_floor: float = Field(0.4, ge=-1.0, le=1.0)
+    agreement_min_labels: int = Field(20, ge=1)
     rules: list[RuleConfig] = Field(default_factory=list)
     # A self-hosted judge: its OpenAI-compatible URL, the NAME of the environment variable that
     # holds its key (never the key), and how JSON is asked for ("auto" negotiates per server).

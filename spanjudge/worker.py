@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.ingest import IngestGate
 from spanjudge.rule_config import build_rules, make_judge
 from spanjudge.settings import WorkerSettings
@@ -28,6 +29,8 @@ from spanjudge.settings import WorkerSettings
 __all__ = ["IngestGate", "Worker", "build_rules", "run_backfill", "run_worker"]
 
 logger = logging.getLogger("spanjudge.worker")
+
+AGREEMENT_REFRESH_SECONDS = 60.0
 
 
 class Worker:
@@ -137,6 +140,8 @@ class Worker:
             telemetry=self.telemetry,
         )
         self._ready = threading.Event()
+        self._agreement: tuple[float, list[tuple[str, str, str, float]]] | None = None
+        self.telemetry.set_agreement_callback(self.agreement_rows)
         self.app = create_receiver_app(
             sink=self.gate.write,
             log_sink=self.gate.write_logs,
@@ -147,7 +152,38 @@ class Worker:
             backpressure=self.gate.backpressure,
             telemetry=self.telemetry,
             metrics_app=metrics_asgi_app(self.registry),
+            feedback_sink=feedback_http_sink(
+                self.store,
+                metrics=[rule.metric.name for rule in self.rules],
+                stored=self._send_label,
+            ),
         )
+
+    def _send_label(self, label: Any) -> None:
+        """A label posted here leaves as its event at once (the loop re-sends orphans)."""
+        from spanjudge.evaluators.online.delivery import feedback_emitter, send_feedback
+
+        self._agreement = None  # the gauges show it at the next scrape
+        emitter = feedback_emitter(self.emitter)
+        if emitter is not None:
+            send_feedback(self.store, emitter, label)
+
+    def agreement_rows(self) -> list[tuple[str, str, str, float]]:
+        """The agreement gauge's rows, recomputed at most once a minute (scrapes come often;
+        the labels of the window are read from the store)."""
+        from spanjudge.evaluators.online.agreement import agreement, gauge_rows
+
+        now = self.clock()
+        if self._agreement is not None and now - self._agreement[0] < AGREEMENT_REFRESH_SECONDS:
+            return self._agreement[1]
+        pairs = self.store.labelled_results(since=now - self.settings.agreement_window_seconds)
+        rows = gauge_rows(
+            agreement(pairs),
+            floor=self.settings.agreement_floor,
+            min_labels=self.settings.agreement_min_labels,
+        )
+        self._agreement = (now, rows)
+        return rows
 
     def is_ready(self) -> bool:
         """Ready once the evaluation loop runs, and not while the store is shedding load."""

@@ -123,6 +123,13 @@ SPANJUDGE_EVAL_CONTEXT_SOURCE: Final = "spanjudge.evaluation.context_source"
 # true when the result was reused from the judge-result cache (no judge call was made for it)
 SPANJUDGE_EVAL_CACHED: Final = "spanjudge.evaluation.cached"
 
+# Human feedback: the log event a person's label leaves as, on the labelled span; it carries
+# gen_ai.evaluation.name / score.label / score.value / explanation (the note) like a result
+SPANJUDGE_FEEDBACK_EVENT: Final = "spanjudge.feedback"
+SPANJUDGE_FEEDBACK_ID: Final = "spanjudge.feedback.id"
+SPANJUDGE_FEEDBACK_ANNOTATOR: Final = "spanjudge.feedback.annotator"
+SPANJUDGE_FEEDBACK_SOURCE: Final = "spanjudge.feedback.source"  # python | http | cli
+
 # Instrumentation scope of the spans this library creates
 TRACER_NAME: Final = "spanjudge"
 

@@ -50,6 +50,7 @@ DROPPED = scraped(mn.EXPORTER_DROPPED, "counter")
 EMIT_DROPPED = scraped(mn.EMITTER_DROPPED, "counter")
 REQUESTS = scraped(mn.RECEIVER_REQUESTS, "counter")
 SPANS_IN = scraped(mn.RECEIVER_SPANS, "counter")
+AGREEMENT = scraped(mn.JUDGE_AGREEMENT)
 
 # the dashboard's variables narrow every evaluation series
 METRIC_SEL = f'{mn.L_METRIC}=~"$metric"'
@@ -89,6 +90,13 @@ def pass_rate(window: str) -> str:
         f"({m} (increase({passed}[{window}])) or {m} (0 * increase({dec}[{window}]))) "
         f"/ {m} (increase({dec}[{window}]))"
     )
+
+
+def agreement(stat: str, *labels: str) -> str:
+    """One statistic of the judge-human agreement gauge (``kappa``, ``labels``, ``floor``...),
+    per ``labels``."""
+    grouped = f"max by ({', '.join(labels)})" if labels else "max"
+    return f'{grouped} ({AGREEMENT}{{{mn.L_STAT}="{stat}", {METRIC_SEL}}})'
 
 
 def label_values(label: str) -> str:

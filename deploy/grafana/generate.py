@@ -197,6 +197,20 @@ def evaluations(board: db.Dashboard) -> None:
     )
 
 
+def agreement(board: db.Dashboard) -> None:
+    board.with_row(db.Row("Judge vs people"))
+    kappa = prom(q.agreement("kappa", mn.L_RULE, mn.L_METRIC), q.legend(mn.L_RULE))
+    about = "Cohen's kappa of the judge's verdicts against people's labels (spanjudge feedback), "
+    about += "per rule, and the configured floor; `spanjudge calibration` shows the whole table."
+    floor = prom(q.agreement("floor"), "floor", "B")
+    board.with_panel(
+        series("Judge-human agreement (Cohen's kappa)", kappa, floor, w=16, about=about)
+    )
+    labels = prom(q.agreement("labels", mn.L_RULE, mn.L_METRIC), q.legend(mn.L_RULE), instant=True)
+    about = "Labelled results in the agreement window; the alert waits for agreement_min_labels."
+    board.with_panel(single("People's labels per rule", labels, w=8, unit="short", about=about))
+
+
 def spend_and_backlog(board: db.Dashboard) -> None:
     board.with_row(db.Row("Judge spend"))
     tokens = prom(q.TOKENS_PER_MIN, q.legend(mn.L_MODEL, mn.L_DIRECTION))
@@ -359,7 +373,7 @@ def build() -> dm.Dashboard:
         .link(link("Jaeger: failed evaluations", q.JAEGER_FAILED, new_tab=True))
     )
     variables(board)
-    for row in (scores, evaluations, spend_and_backlog, ingest, traces, events):
+    for row in (scores, evaluations, agreement, spend_and_backlog, ingest, traces, events):
         row(board)
     model = board.build()
     model.schema_version = SCHEMA_VERSION

@@ -11,9 +11,11 @@ until its queue drains, while the other output goes on.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from spanjudge.exporters.records import FeedbackRecord
 from spanjudge.exporters.store import SpanStore
 
 if TYPE_CHECKING:
@@ -21,6 +23,39 @@ if TYPE_CHECKING:
 
 # Orphaned results re-sent per tick at most.
 REEMIT_LIMIT = 1000
+
+
+@runtime_checkable
+class FeedbackEmitter(Protocol):
+    """An emitter that also sends human labels (the score emitter's event output)."""
+
+    outputs: Any
+
+    def emit_feedback(self, feedback: FeedbackRecord, span_id: str | None) -> bool: ...
+
+    def take_confirmed_feedback(self) -> list[int]: ...
+
+
+def feedback_emitter(emitter: Any) -> FeedbackEmitter | None:
+    """The emitter that sends labels: ``emitter`` or the one it wraps (enrich mode)."""
+    for candidate in (emitter, getattr(emitter, "emitter", None)):
+        if isinstance(candidate, FeedbackEmitter) and "event" in candidate.outputs:
+            return candidate
+    return None
+
+
+def send_feedback(store: SpanStore, emitter: FeedbackEmitter, feedback: FeedbackRecord) -> bool:
+    """Queue a label's event on its span (a trace label: the root span; a conversation label:
+    the latest turn). False when the store no longer knows the target."""
+    found = store.feedback_target(
+        trace_id=feedback.trace_id,
+        span_id=feedback.span_id,
+        conversation_id=feedback.conversation_id,
+    )
+    if found is None:
+        return False
+    trace_id, span_id = found
+    return emitter.emit_feedback(dataclasses.replace(feedback, trace_id=trace_id), span_id)
 
 
 class Delivery:
@@ -46,6 +81,7 @@ class Delivery:
         self.clock = clock
         self.lease_seconds = lease_seconds
         self.stalled: set[str] = set()  # outputs whose last flush timed out
+        self.labels = feedback_emitter(emitter)
 
     def mark_confirmed(self, now: float, *, wait: float) -> int:
         """Mark emitted, per output, what the exporters confirmed; wait up to ``wait`` seconds
@@ -65,7 +101,22 @@ class Delivery:
             by_output.setdefault(name, []).append(key)
         for name, job_ids in by_output.items():
             self.store.mark_emitted(job_ids, now=now, output=name)
+        if self.labels is not None:
+            self.store.mark_feedback_emitted(self.labels.take_confirmed_feedback(), now=now)
         return len(confirmed)
+
+    def reemit_feedback(self, now: float, *, flush_timeout: float) -> int:
+        """Send the events of labels stored over a lease ago and not sent yet (labels posted to
+        a worker go out at once; these are the ones written by Python, the CLI or a process
+        that died first). Returns how many."""
+        if self.labels is None or "event" in self.stalled:
+            return 0
+        pending = self.store.unemitted_feedback(limit=REEMIT_LIMIT)
+        stale = [f for f in pending if f.created_at <= now - self.lease_seconds]
+        sent = sum(1 for f in stale if send_feedback(self.store, self.labels, f))
+        if sent:
+            self.mark_confirmed(now, wait=flush_timeout)
+        return sent
 
     def reemit(self, now: float, *, flush_timeout: float) -> int:
         """Send again what stored results still owe an output. Returns how many results."""

@@ -203,6 +203,8 @@ class Monitor:
                 report.reemitted += self.delivery.reemit(
                     now, flush_timeout=config.flush_timeout_seconds
                 )
+                # human labels leave as events on their spans too
+                self.delivery.reemit_feedback(now, flush_timeout=config.flush_timeout_seconds)
             self.planner.plan(
                 report,
                 now=now,

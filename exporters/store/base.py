@@ -16,8 +16,8 @@ Example::
 Each consumer depends on the part it uses, as the OpenTelemetry SDK keeps its exporter interface
 to a few methods: :class:`SpanLog` (spans in, settled targets out), :class:`EventLog` (GenAI
 content log events in, by trace out), :class:`JobQueue`, :class:`ResultStore`, :class:`Outbox`
-(enrich mode), :class:`JudgeCache` (results reused) and :class:`StoreAdmin`. :class:`SpanStore`
-is all of them: what ``open_store()`` returns.
+(enrich mode), :class:`FeedbackLog` (human labels), :class:`JudgeCache` (results reused) and
+:class:`StoreAdmin`. :class:`SpanStore` is all of them: what ``open_store()`` returns.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from spanjudge.exporters.records import EvaluationRecord, LogEvent, SpanRecord
+from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord, LogEvent, SpanRecord
 
 # A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
 # many settle periods without a new span, so orphans cannot hang in the backlog forever.
@@ -346,6 +346,66 @@ class Outbox(Protocol):
 
 
 @runtime_checkable
+class FeedbackLog(Protocol):
+    """Human labels beside the results, matched to them when read (see ``store.feedback``).
+
+    Example::
+
+        [fid] = labels.add_feedback([FeedbackRecord("bias", "fail", trace_id=t)], now=now)
+        pairs = labels.labelled_results(metric="bias", since=now - 86400)
+    """
+
+    def add_feedback(
+        self, items: Sequence[FeedbackRecord], *, now: float | None = None
+    ) -> list[int]:
+        """Store labels (``created_at`` 0 takes ``now``); returns their ids, in order."""
+        ...
+
+    def feedback(
+        self,
+        *,
+        metric: str | None = None,
+        rule: str | None = None,
+        trace_id: str | None = None,
+        since: float | None = None,
+        limit: int = 10_000,
+    ) -> list[FeedbackRecord]:
+        """Stored labels matching every given filter, oldest first."""
+        ...
+
+    def feedback_target(
+        self, *, trace_id: str | None, span_id: str | None, conversation_id: str | None
+    ) -> tuple[str, str | None] | None:
+        """Where a label on this target goes in the trace, ``(trace_id, span_id)``, or None
+        when the store knows no such target (neither spans nor results)."""
+        ...
+
+    def labelled_results(
+        self,
+        *,
+        metric: str | None = None,
+        rule: str | None = None,
+        since: float | None = None,
+        limit: int = 10_000,
+    ) -> list[tuple[EvaluationRecord, FeedbackRecord]]:
+        """Scored results with the labels on them (labels created since ``since``), one pair
+        per (result, annotator): a later label of the same person replaces the earlier."""
+        ...
+
+    def feedback_on(self, results: Sequence[EvaluationRecord]) -> list[list[FeedbackRecord]]:
+        """For each result, the labels on it, oldest first."""
+        ...
+
+    def unemitted_feedback(self, *, limit: int = 100) -> list[FeedbackRecord]:
+        """Labels whose log event has not gone out yet, oldest first."""
+        ...
+
+    def mark_feedback_emitted(self, feedback_ids: Sequence[int], *, now: float) -> None:
+        """The event output took these labels' events."""
+        ...
+
+
+@runtime_checkable
 class JudgeCache(Protocol):
     """Scored results kept by cache key (a digest of metric, parameters, prompts, judge model
     and rebuilt case), so the same question is not paid for twice within an age.
@@ -402,7 +462,17 @@ class StoreAdmin(Protocol):
 
 
 @runtime_checkable
-class SpanStore(SpanLog, EventLog, JobQueue, ResultStore, Outbox, JudgeCache, StoreAdmin, Protocol):
+class SpanStore(
+    SpanLog,
+    EventLog,
+    JobQueue,
+    ResultStore,
+    Outbox,
+    FeedbackLog,
+    JudgeCache,
+    StoreAdmin,
+    Protocol,
+):
     """The whole store: spans and their content log events in, settled targets and leased
     jobs out, results kept exactly once, and the enrich-mode outbox. ``open_store()`` returns one.
 

@@ -2,7 +2,7 @@
 
 :class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
 own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
-``outbox``, ``judge_cache`` and ``stats``. The
+``outbox``, ``feedback``, ``judge_cache`` and ``stats``. The
 schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
 subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
@@ -19,6 +19,7 @@ from abc import abstractmethod
 
 from spanjudge.exporters.store.base import SpanStore
 from spanjudge.exporters.store.core import Cursor, SqlCore
+from spanjudge.exporters.store.feedback import FeedbackQueries
 from spanjudge.exporters.store.jobs import JobQueries
 from spanjudge.exporters.store.judge_cache import JudgeCacheQueries
 from spanjudge.exporters.store.logs import LogQueries
@@ -42,6 +43,7 @@ class SqlStore(
     JobQueries,
     ResultQueries,
     OutboxQueries,
+    FeedbackQueries,
     JudgeCacheQueries,
     StatsQueries,
     SpanStore,

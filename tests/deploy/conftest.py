@@ -88,6 +88,22 @@ class LiveWorker:
         foreign_jobs(self.store_url, count, created_at=time.time())
         self.foreign += count
 
+    def label_against_the_judge(self, rule: str) -> int:
+        """Post a person's label on every scored result of ``rule``, each the opposite of the
+        judge's verdict (``POST /v1/feedback``), so agreement is low. Returns how many."""
+        with open_store(self.store_url) as store:
+            results = [r for r in store.results(rule=rule) if r.status == "scored"]
+        for result in results:
+            body = {"metric": result.metric, "rule": rule, "annotator": "deploy-test"}
+            if result.target_type == "conversation":
+                body["conversation_id"] = result.target_id
+            else:
+                body |= {"trace_id": result.trace_id, "span_id": result.span_id}
+            body["label"] = "pass" if result.label == "fail" else "fail"
+            answer = httpx.post(self.process.url + "/v1/feedback", json=body, timeout=10)
+            assert answer.status_code == 200, answer.text
+        return len(results)
+
     def wait_idle(self, min_evaluations: float) -> Samples:
         """Block until every received trace and conversation is planned, every job of the
         worker's own rules is finished, and at least ``min_evaluations`` were counted."""
@@ -147,6 +163,8 @@ def worker_config(store_url: str, judge: ScriptedJudgeServer, sink: OtlpSink) ->
         "idle_seconds": 0.5,
         "retention_seconds": None,
         "max_attempts": 1,
+        # the live test labels a handful of results: the agreement alert may judge them
+        "agreement_min_labels": 3,
         "rules": [
             # the thresholds of `spanjudge demo`
             {

@@ -178,7 +178,7 @@ def test_the_generator_builds_with_the_foundation_sdk() -> None:
     model = generator().build()
     assert isinstance(model, Dashboard)
     panels = model.panels or []
-    assert sum(isinstance(p, RowPanel) for p in panels) == 7
+    assert sum(isinstance(p, RowPanel) for p in panels) == 8
     assert all(type(p).__module__.startswith("grafana_foundation_sdk.") for p in panels)
 
 

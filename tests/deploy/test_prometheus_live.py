@@ -57,6 +57,7 @@ from tests.deploy.promql import (
 from tests.deploy.worker_rules import FAILING_RULE
 
 FOREIGN_STEPS = (15, 15, 15)  # foreign jobs added per step while Prometheus scrapes
+AGREEMENT_RULE = "bias"  # the rule whose verdicts the test's people contradict
 
 
 @dataclass
@@ -95,6 +96,9 @@ def live(tmp_path_factory: pytest.TempPathFactory, live_worker: LiveWorker) -> I
         prom.wait_for_scrapes(2)
         send_round(live_worker, "demo-conversation-2")  # a new conversation is judged too
         live_worker.wait_idle(min_evaluations=total(first, "spanjudge_evaluations_total") + 1)
+        # people disagree with every bias verdict: the agreement gauges and alert get data
+        labelled = live_worker.label_against_the_judge(AGREEMENT_RULE)
+        assert labelled >= 3
         prom.wait_for_scrapes(2)
         for count in FOREIGN_STEPS:  # work for another worker piles up
             live_worker.add_foreign_jobs(count)
@@ -191,6 +195,31 @@ def test_alerts_go_pending_on_the_workers_judge_errors_and_growing_backlog(live:
         time.sleep(0.2)
     assert expected <= pending, states
     assert "SpanjudgeSpansDropped" not in states
+
+
+def test_agreement_gauges_and_alert_follow_the_labels_people_posted(live: Live) -> None:
+    # every label contradicts the judge: accuracy 0, kappa <= 0, under the 0.4 floor with
+    # at least the configured 3 labels, so the agreement alert goes pending for that rule only
+    def stat(name: str) -> dict[str, float]:
+        result = live.prom.query(f'spanjudge_judge_agreement{{stat="{name}"}}')
+        return {s["metric"]["rule"]: float(s["value"][1]) for s in result}
+
+    assert set(stat("labels")) == {AGREEMENT_RULE}
+    assert stat("labels")[AGREEMENT_RULE] >= 3
+    assert stat("accuracy") == {AGREEMENT_RULE: 0.0}
+    assert stat("kappa")[AGREEMENT_RULE] <= 0.0
+    assert stat("floor") == {AGREEMENT_RULE: 0.4}
+    assert stat("min_labels") == {AGREEMENT_RULE: 3.0}
+    deadline = time.monotonic() + WAIT
+    while True:
+        alerts = live.prom.api("alerts")["alerts"]
+        low = [
+            a["labels"] for a in alerts if a["labels"]["alertname"] == "SpanjudgeJudgeAgreementLow"
+        ]
+        if low or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [(a["rule"], a["metric"]) for a in low] == [(AGREEMENT_RULE, "bias")]
 
 
 def test_a_misspelled_series_is_reported(live: Live) -> None:
