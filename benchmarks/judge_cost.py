@@ -7,7 +7,10 @@ multi-turn conversations) with a fixed judge latency and judge concurrency, then
 - judge calls, prompt and completion tokens per case per metric;
 - actual calls vs a naive pipeline (every step called, no truth cache, no skip of empty steps)
   and vs a per-item pipeline (one verdict call per claim / opinion as well);
-- cases per second vs the bound ``concurrency / (calls per case x latency)``.
+- cases per second vs the bound ``concurrency / (calls per case x latency)``;
+- "backfill twice": the single-turn cases stored as traces and backfilled by the online loop,
+  then backfilled again under renamed rules (new jobs, same questions): with the judge-result
+  cache the second pass makes no judge call (a third pass with the cache off for comparison).
 
 Usage::
 
@@ -353,6 +356,109 @@ def run_geval(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- backfill twice
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def case_spans(case: LLMTestCase, number: int) -> list[Any]:
+    """One trace per case, as our tracer writes it: an agent turn, its retrieval (when the case
+    has a context) and the LLM call that answered."""
+    from spanjudge.exporters.records import SpanRecord
+    from spanjudge.tracer import attributes as attrs
+
+    trace_id = f"{number + 1:032x}"
+    base = 1_000_000 * (number + 1)
+    texts = {
+        attrs.GEN_AI_INPUT_MESSAGES: _messages("user", case.input),
+        attrs.GEN_AI_OUTPUT_MESSAGES: _messages("assistant", case.actual_output),
+    }
+
+    def span(suffix: int, name: str, kind: str, parent: str | None, extra: dict[str, Any]) -> Any:
+        operation = attrs.OPERATION_BY_KIND[kind]
+        return SpanRecord(
+            trace_id=trace_id,
+            span_id=f"{(number + 1) * 16 + suffix:016x}",
+            name=f"{operation} {name}",
+            start_time_unix_nano=base + suffix * 10,
+            end_time_unix_nano=base + 100 - suffix,
+            parent_span_id=parent,
+            attributes={
+                attrs.GEN_AI_OPERATION_NAME: operation,
+                attrs.SPANJUDGE_KIND: kind,
+                **extra,
+            },
+            resource={"service.name": "shop"},
+        )
+
+    turn = span(1, "support", "agent", None, {attrs.GEN_AI_AGENT_NAME: "support", **texts})
+    spans = [turn]
+    if case.retrieval_context:
+        docs = json.dumps(case.retrieval_context)
+        extra = {attrs.GEN_AI_RETRIEVAL_QUERY_TEXT: case.input,
+                 attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT: docs}  # fmt: skip
+        spans.append(span(2, "kb", "retriever", turn.span_id, extra))
+    model = {attrs.GEN_AI_REQUEST_MODEL: "app-model", **texts}
+    spans.append(span(3, "app-model", "llm", turn.span_id, model))
+    return spans
+
+
+def run_backfill_twice(latency: float, concurrency: int) -> dict[str, Any]:
+    """Backfill the stored traces, then backfill them again under changed rule names (new
+    jobs for the same questions): with the judge-result cache the second pass makes no judge
+    call; a third pass with the cache off shows what it would have cost."""
+    import tempfile
+
+    from spanjudge.evaluators import MonitorConfig, Rule
+    from spanjudge.evaluators.online.monitor import Monitor
+    from spanjudge.exporters.store import open_store
+
+    cases = [c for c in build_cases() if isinstance(c, LLMTestCase)]
+    passes: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp, judge_process(latency) as base_url:
+        store = open_store(f"sqlite:///{tmp}/spans.db")
+        for number, case in enumerate(cases):
+            store.write_spans(case_spans(case, number), now=1.0)
+        judge = LiteLLMJudge(
+            "openai/scripted-judge", api_base=base_url, api_key="x", max_concurrency=concurrency
+        )
+        for label, cache in (("first", True), ("second", True), ("cache_off", False)):
+            rules = [
+                Rule(FaithfulnessMetric(model=judge), target="llm", name=f"faithfulness-{label}"),
+                Rule(BiasMetric(model=judge), target="agent", name=f"bias-{label}"),
+            ]
+            config = MonitorConfig(
+                settle_seconds=0, retention_seconds=None, concurrency=concurrency,
+                batch_size=concurrency, judge_cache=cache,
+            )  # fmt: skip
+            monitor = Monitor(rules, store=store, config=config, clock=lambda: 100.0)
+            truth_cache.clear()  # each pass starts without the in-process truth cache
+            before = judge.attempts
+            started = time.perf_counter()
+            report = monitor.backfill(since=0, until=100.0)
+            wall = time.perf_counter() - started
+            results = [r for rule in rules for r in store.results(rule=rule.name)]
+            passes.append(
+                {
+                    "pass": label,
+                    "judge_cache": cache,
+                    "results": len(results),
+                    "scored": report.scored,
+                    "skipped": report.missing,
+                    "cached_results": sum(1 for r in results if r.cached),
+                    "judge_calls": sum(r.judge_calls for r in results),
+                    "http_requests": judge.attempts - before,
+                    "prompt_tokens": sum(r.input_tokens for r in results),
+                    "completion_tokens": sum(r.output_tokens for r in results),
+                    "wall_s": round(wall, 3),
+                }
+            )
+        store.close()
+    return {"traces": len(cases), "latency_s": latency, "passes": passes}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2)
@@ -361,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args.latency, args.concurrency, args.repeat)
     report["geval"] = run_geval(args.latency, args.concurrency, args.repeat)
+    report["backfill_twice"] = run_backfill_twice(args.latency, args.concurrency)
     print(json.dumps(report, indent=2))
     return 0
 
