@@ -55,8 +55,7 @@ so the two must never share a name on spans, events and Prometheus series."""
 _STATE = frozenset(
     {"score", "reason", "success", "error", "evaluation_cost", "input_tokens", "output_tokens",
      "verbose_logs", "verdicts", "skipped", "confidence", "score_breakdown", "evaluation_model",
-     "using_native_model", "system_one_fallback_reason", "flaky", "eval_mode",
-     "system_one_model"}
+     "using_native_model", "system_one_fallback_reason", "flaky"}
 )  # fmt: skip
 
 
@@ -349,7 +348,12 @@ class DeepEvalMetric:
 
         cls = type(self.metric)
         wanted = set(_parameters(cls.__init__)) - EXECUTION_ONLY - _STATE
-        params = {k: v for k, v in vars(self.metric).items() if k in wanted}
+        # a model object (System One's, say) by its name: its repr would never match again
+        params = {
+            k: v.get_model_name() if callable(getattr(v, "get_model_name", None)) else v
+            for k, v in vars(self.metric).items()
+            if k in wanted
+        }
         return {
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "name": self.name,

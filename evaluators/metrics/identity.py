@@ -43,6 +43,20 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("ascii")).hexdigest()
 
 
+def _stable_repr(value: Any) -> str:
+    """``repr`` that does not depend on the process: a set's order follows string hashing,
+    which differs between processes (``PYTHONHASHSEED``), so its members are sorted."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ",".join(sorted(_stable_repr(v) for v in value)) + "}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_stable_repr(v) for v in value) + ")"
+    return repr(value)
+
+
+def _feed_text(h: Any, value: Any) -> None:
+    h.update(_stable_repr(value).encode("utf-8", "backslashreplace"))
+
+
 def _feed_code(h: Any, code: types.CodeType) -> None:
     h.update(code.co_code)
     h.update(repr(code.co_names).encode())
@@ -50,7 +64,7 @@ def _feed_code(h: Any, code: types.CodeType) -> None:
         if isinstance(const, types.CodeType):
             _feed_code(h, const)
         else:
-            h.update(repr(const).encode("utf-8", "backslashreplace"))
+            _feed_text(h, const)
 
 
 def _feed_value(h: Any, value: Any, seen: set[int]) -> None:
@@ -61,13 +75,13 @@ def _feed_value(h: Any, value: Any, seen: set[int]) -> None:
     if isinstance(value, types.FunctionType):
         _feed_code(h, value.__code__)
         for default in value.__defaults__ or ():
-            h.update(repr(default).encode("utf-8", "backslashreplace"))
+            _feed_text(h, default)
     elif isinstance(value, type):
         if id(value) not in seen:
             seen.add(id(value))
             _feed_class(h, value, seen)
     elif isinstance(value, (str, int, float, bool, bytes, tuple, frozenset)) or value is None:
-        h.update(repr(value).encode("utf-8", "backslashreplace"))
+        _feed_text(h, value)
 
 
 def _feed_class(h: Any, cls: type, seen: set[int], stop: type | None = None) -> None:

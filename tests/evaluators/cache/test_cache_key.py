@@ -81,3 +81,42 @@ def test_a_metric_that_cannot_name_itself_is_never_cached() -> None:
         name = "opaque"
 
     assert cache_key(Opaque(), case()) is None
+
+
+KEY_IN_A_PROCESS = """
+from spanjudge.evaluators import LLMTestCase
+from spanjudge.evaluators.judges import LiteLLMJudge
+from spanjudge.evaluators.metrics import BiasMetric
+from spanjudge.evaluators.metrics.bias import BiasTemplate
+from spanjudge.evaluators.online.result_cache import cache_key
+
+class Picky(BiasTemplate):
+    @staticmethod
+    def generate_reason(score, biases):
+        kept = [b for b in biases if b not in {"gender", "politics", "race", "place"}]
+        return f"Explain {score}: {kept}"
+
+metric = BiasMetric(model=LiteLLMJudge("openai/scripted-judge"), evaluation_template=Picky)
+print(cache_key(metric, LLMTestCase(input="q", actual_output="a")))
+"""
+
+
+def test_the_key_is_the_same_in_every_process() -> None:
+    # another worker, or this one after a restart: string hashing (set order) differs by seed
+    import os
+    import subprocess
+    import sys
+
+    keys = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", KEY_IN_A_PROCESS],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        keys.add(done.stdout.strip())
+    assert len(keys) == 1 and len(keys.pop()) == 64
