@@ -115,10 +115,10 @@ def parse_feedback(data: Mapping[str, Any], *, source: str = "python") -> Feedba
         item = FeedbackIn.model_validate(dict(data))
     except ValidationError as exc:
         raise FeedbackError(_describe(exc)) from None
-    if item.conversation_id is None and item.trace_id is None:
-        raise FeedbackError("invalid feedback: give trace_id (and span_id) or conversation_id")
     if item.span_id is not None and item.trace_id is None:
         raise FeedbackError("invalid feedback: span_id needs its trace_id")
+    if item.conversation_id is None and item.trace_id is None:
+        raise FeedbackError("invalid feedback: give trace_id (and span_id) or conversation_id")
     if item.conversation_id is not None and item.span_id is not None:
         raise FeedbackError("invalid feedback: a conversation label takes no span_id")
     return FeedbackRecord(

@@ -100,7 +100,10 @@ def wilson(successes: int, total: int, confidence: float = 0.95) -> Estimate:
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half))
+    # the bounds at p = 0 and p = 1 are exactly 0 and 1 (rounding would leave 1e-17)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == total else min(1.0, centre + half)
+    return Estimate(p, low, high)
 
 
 def cohen_kappa(
