@@ -21,12 +21,11 @@ through the judge's repair-or-retry and fails as an error: it is never clipped::
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from spanjudge.evaluators.metrics.base import BaseMetric
 from spanjudge.evaluators.metrics.geval_params import (
@@ -37,22 +36,20 @@ from spanjudge.evaluators.metrics.geval_params import (
     parse_params,
     render_case,
 )
+from spanjudge.evaluators.metrics.geval_score import (
+    SCALE_TOP,
+    GEvalBinaryScore,
+    GEvalScore,
+    normalise,
+    weighted_score,
+)
 from spanjudge.evaluators.metrics.geval_steps import steps_cache, steps_key
 from spanjudge.evaluators.test_case import LLMTestCase
 
-if TYPE_CHECKING:
-    from spanjudge.evaluators.judges import TokenLogprob
-
-SCALE_TOP = 10
-"""The top of G-Eval's scale (0..10); the metric reports score / SCALE_TOP."""
-
-MIN_PROBABILITY = 0.01
-"""Alternatives of the score token below this probability are left out of the weighted mean."""
-
-DECIMALS = 6
-"""The weighted score is rounded to this many decimals (on the 0..10 scale)."""
-
 # ---------------------------------------------------------------------------- schemas
+
+
+_ENUMERATION = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+")
 
 
 class GEvalSteps(BaseModel):
@@ -62,90 +59,12 @@ class GEvalSteps(BaseModel):
 
     @field_validator("steps")
     @classmethod
-    def _no_blank_steps(cls, steps: list[str]) -> list[str]:
-        if any(not step.strip() for step in steps):
+    def _clean_steps(cls, steps: list[str]) -> list[str]:
+        # the prompt numbers the steps itself: "1. Read..." from the judge would read "1. 1. Read"
+        cleaned = [_ENUMERATION.sub("", step).strip() for step in steps]
+        if any(not step for step in cleaned):
             raise ValueError("every step must be a non-empty instruction")
-        return [step.strip() for step in steps]
-
-
-class GEvalScore(BaseModel):
-    """Judge answer of the scoring call: the reason first (the judge thinks before it scores),
-    then an integer on 0..10. Anything else (11, -1, 7.5, "high", true) is invalid."""
-
-    reason: str
-    score: int = Field(ge=0, le=SCALE_TOP)
-
-    @field_validator("score", mode="before")
-    @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("the score must be an integer, not true/false")
-        return value
-
-
-GEvalBinaryScore: type[GEvalScore] = create_model(
-    "GEvalScore",  # same name: scripted judges and the JSON schema sent see one schema
-    __base__=GEvalScore,
-    __module__=__name__,
-    score=(int, Field(ge=0, le=1)),
-)
-""":class:`GEvalScore` of strict mode: 0 or 1."""
-
-
-# ---------------------------------------------------------------------------- score arithmetic
-
-_SCORE_VALUE = re.compile(r'"score"\s*:\s*(\d+)')
-
-
-def _score_position(raw: int, logprobs: Sequence[TokenLogprob]) -> TokenLogprob | None:
-    """The token that wrote the score's value (found by its offset in the answer text)."""
-    starts: list[int] = []
-    text = ""
-    for item in logprobs:
-        starts.append(len(text))
-        text += item.token
-    matches = list(_SCORE_VALUE.finditer(text))
-    if not matches:
-        return None
-    offset = matches[-1].start(1)
-    for index in range(len(logprobs) - 1, -1, -1):
-        if starts[index] <= offset:
-            token = logprobs[index]
-            return token if token.token.strip() == str(raw) else None
-    return None
-
-
-def weighted_score(
-    raw: int, logprobs: Sequence[TokenLogprob] | None, top: int = SCALE_TOP
-) -> float:
-    """The probability-weighted score on 0..``top``, or ``raw`` when it cannot be weighted.
-
-    At the position of the score token, each alternative that is an integer in 0..``top`` with
-    probability >= :data:`MIN_PROBABILITY` counts with its probability; the result is the
-    weighted mean over those (probabilities renormalised to sum to 1), rounded to
-    :data:`DECIMALS` decimals. No log-probabilities, no score token among them, or no usable
-    alternative: ``raw``. Example: alternatives 8 (p=0.8) and 7 (p=0.2) give
-    0.8*8 + 0.2*7 = 7.8.
-    """
-    if not logprobs:
-        return float(raw)
-    position = _score_position(raw, logprobs)
-    if position is None:
-        return float(raw)
-    total = weighted = 0.0
-    for token, logprob in position.top:
-        text = token.strip()
-        if not (text.isascii() and text.isdecimal()) or int(text) > top:
-            continue
-        probability = math.exp(logprob)
-        if probability < MIN_PROBABILITY:
-            continue
-        total += probability
-        weighted += probability * int(text)
-    if total <= 0:
-        return float(raw)
-    # rounded: float noise from exp(log p) must not put a score a hair under its threshold
-    return round(weighted / total, DECIMALS)
+        return cleaned
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -354,8 +273,7 @@ class GEvalBase(BaseMetric):
         self.weighted_score = weighted_score(self.raw_score, answer.logprobs)
         how = "probability-weighted" if answer.logprobs else "no log-probabilities: as written"
         self._log("Weighted score", f"{self.weighted_score:.4g} / {SCALE_TOP} ({how})")
-        # the same precision on 0..1 (9.4 / 10 is 0.9400000000000001 in floating point)
-        return round(self.weighted_score / SCALE_TOP, DECIMALS + 1)
+        return normalise(self.weighted_score)
 
     async def _a_reason(self, score: float) -> str | None:
         return self._judge_reason

@@ -18,8 +18,9 @@ import pytest
 
 from spanjudge.evaluators.judges import TokenLogprob
 from spanjudge.evaluators.metrics import GEval, MetricError, MissingFieldError, steps_cache
-from spanjudge.evaluators.metrics.geval import GEvalBase, GEvalTemplate, weighted_score
+from spanjudge.evaluators.metrics.geval import GEvalBase, GEvalSteps, GEvalTemplate
 from spanjudge.evaluators.metrics.geval_params import ParamError
+from spanjudge.evaluators.metrics.geval_score import GEvalBinaryScore, GEvalScore, weighted_score
 from spanjudge.evaluators.metrics.geval_steps import FILE_NAME, StepsCache
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
@@ -107,6 +108,22 @@ def test_the_score_position_is_found_by_offset_not_by_the_first_equal_token() ->
     items[11] = TokenLogprob("8", lp(0.75), (("8", lp(0.75)), ("10", lp(0.25))))
     # 0.75 * 8 + 0.25 * 10 = 6 + 2.5 = 8.5
     assert weighted_score(8, items) == 8.5
+
+
+def test_strict_and_plain_score_schemas_send_the_same_json_schema() -> None:
+    assert GEvalBinaryScore.__name__ == GEvalScore.__name__ == "GEvalScore"
+    assert GEvalBinaryScore.model_json_schema() == GEvalScore.model_json_schema()
+    assert GEvalScore(reason="r", score=10).score == 10
+    assert GEvalBinaryScore(reason="r", score=1).score == 1
+    with pytest.raises(ValueError, match="an integer from 0 to 1, got 2"):
+        GEvalBinaryScore(reason="r", score=2)
+
+
+def test_steps_lose_the_judges_own_numbering() -> None:
+    steps = GEvalSteps(steps=["1. Read it.", "2) Check tone.", "- Look for blame.", "Plain."])
+    assert steps.steps == ["Read it.", "Check tone.", "Look for blame.", "Plain."]
+    with pytest.raises(ValueError, match="non-empty instruction"):
+        GEvalSteps(steps=["1. "])
 
 
 # ---------------------------------------------------------------------------- through the judge
