@@ -1,0 +1,44 @@
+"""deepeval metrics as spanjudge rules, judged through spanjudge's own engine.
+
+Two pieces, both needing the optional extra ``spanjudge[deepeval]`` (deepeval is imported inside
+them, never when ``spanjudge.evaluators`` is imported):
+
+* :func:`as_deepeval_model` turns a spanjudge judge into deepeval's custom-model interface
+  (``DeepEvalBaseLLM``), so a deepeval metric's judge calls go through our retries, JSON
+  repair, concurrency slots and usage accounting;
+* :class:`DeepEvalMetric` gives any deepeval ``BaseMetric`` / ``BaseConversationalMetric`` the
+  shape of our metrics. :class:`~spanjudge.evaluators.online.Rule` wraps one automatically, so
+  it runs in the online loop like ours: sampling, budgets, leases, exactly-once delivery.
+
+Example::
+
+    from deepeval.metrics import AnswerRelevancyMetric
+    from spanjudge.evaluators import Rule, as_deepeval_model
+    from spanjudge.evaluators.judges import LiteLLMJudge
+
+    judge = LiteLLMJudge("gpt-4o-mini")
+    rule = Rule(AnswerRelevancyMetric(threshold=0.7, model=as_deepeval_model(judge)),
+                target="agent", sample_rate=0.1)
+"""
+
+from spanjudge.evaluators.deepeval_bridge.cases import to_deepeval_case
+from spanjudge.evaluators.deepeval_bridge.metric import (
+    NAME_PREFIX,
+    DeepEvalMetric,
+    deepeval_kind,
+    default_name,
+    fresh_copy,
+)
+from spanjudge.evaluators.deepeval_bridge.model import TextAnswer, as_deepeval_model, measuring
+
+__all__ = [
+    "NAME_PREFIX",
+    "DeepEvalMetric",
+    "TextAnswer",
+    "as_deepeval_model",
+    "deepeval_kind",
+    "default_name",
+    "fresh_copy",
+    "measuring",
+    "to_deepeval_case",
+]
