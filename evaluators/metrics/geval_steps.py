@@ -177,7 +177,7 @@ class StepsCache:
     def _enter(self, key: str) -> asyncio.Lock:
         slot = (id(asyncio.get_running_loop()), key)
         with self._lock:
-            lock, users = self._key_locks.get(slot, (asyncio.Lock(), 0))
+            lock, users = self._key_locks.get(slot) or (asyncio.Lock(), 0)
             self._key_locks[slot] = (lock, users + 1)
             return lock
 
