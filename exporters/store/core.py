@@ -84,6 +84,14 @@ class SqlCore(ABC):
         values = ", ".join("?" * len(types))
         cur.executemany(self.q(f"{head} VALUES ({values}){tail}"), rows)
 
+    @staticmethod
+    def where(*filters: tuple[str, Any]) -> tuple[str, list[Any]]:
+        """`` WHERE`` joining the ``(fragment, value)`` filters whose value is not None (fixed
+        fragments such as ``"rule = ?"``; the values become parameters), and the values."""
+        chosen = [(fragment, value) for fragment, value in filters if value is not None]
+        clause = " AND ".join(fragment for fragment, _ in chosen)
+        return (f" WHERE {clause}" if chosen else ""), [value for _, value in chosen]
+
     def select(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """Every row one read-only statement returns."""
         with self.transaction(write=False) as cur:

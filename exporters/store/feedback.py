@@ -110,19 +110,12 @@ class FeedbackQueries(SqlCore):
         since: float | None = None,
         limit: int = 10_000,
     ) -> list[FeedbackRecord]:
-        # Fixed fragments chosen by which filters are set; the values are parameters.
-        where: list[str] = []
-        params: list[Any] = []
-        for fragment, value in (
+        clause, params = self.where(
             ("metric = ?", metric),
             ("rule = ?", rule),
             ("trace_id = ?", trace_id),
             ("created_at >= ?", since),
-        ):
-            if value is not None:
-                where.append(fragment)
-                params.append(value)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        )
         rows = self.select(
             f"SELECT {FEEDBACK_COLUMNS} FROM feedback{clause}"
             " ORDER BY created_at, feedback_id LIMIT ?",

@@ -10,7 +10,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.exporters.store.base import EMIT_COLUMNS, Unemitted
@@ -64,19 +63,12 @@ class ResultQueries(SqlCore):
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EvaluationRecord]:
-        # Fixed fragments chosen by which filters are set; the values are parameters.
-        where: list[str] = []
-        params: list[Any] = []
-        for fragment, value in (
+        clause, params = self.where(
             ("rule = ?", rule),
             ("metric = ?", metric),
             ("trace_id = ?", trace_id),
             ("created_at >= ?", since),
-        ):
-            if value is not None:
-                where.append(fragment)
-                params.append(value)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        )
         rows = self.select(
             f"SELECT record FROM results{clause} ORDER BY created_at, job_id LIMIT ?",
             (*params, limit),
