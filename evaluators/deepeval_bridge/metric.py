@@ -263,10 +263,11 @@ class DeepEvalMetric:
     def to_data(self) -> MetricData:
         """The last result; usage from our judge, or deepeval's own figures when the metric
         judged with a model of its own."""
-        spend = self._spend
+        usage = self._spend.total()
+        calls = int(usage.calls) if usage is not None else 0
         metric = self.metric
-        if spend.calls:
-            cost, tokens_in, tokens_out = spend.cost, spend.input_tokens, spend.output_tokens
+        if usage is not None and calls:
+            cost, tokens_in, tokens_out = usage.cost, usage.input_tokens, usage.output_tokens
         else:
             cost = getattr(metric, "evaluation_cost", None)
             tokens_in = int(getattr(metric, "input_tokens", 0) or 0)
@@ -286,7 +287,7 @@ class DeepEvalMetric:
             evaluation_cost=float(cost) if cost is not None else None,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
-            judge_calls=spend.calls,
+            judge_calls=calls,
             verdicts=[v for v in found if v is not None],
             duration_seconds=self.duration_seconds,
         )

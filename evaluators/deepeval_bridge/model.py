@@ -11,16 +11,17 @@ Example::
     model = as_deepeval_model("gpt-4o-mini")   # a Judge, a litellm model string, or None
     with measuring() as spend:
         ...   # deepeval metrics measured here count their judge calls in spend
-    print(spend.calls, spend.input_tokens, spend.cost)
+    print(spend.total())   # Usage(input_tokens=..., output_tokens=..., cost=..., calls=...)
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -35,18 +36,17 @@ class TextAnswer(BaseModel):
 # ---------------------------------------------------------------------------- judge usage
 @dataclass
 class Spend:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
-    calls: int = 0
+    """The judge usage of one measurement: every call's ``Usage``, summed on demand (``Usage``
+    adds up tokens, calls and cost, a cost staying None while no call was priced)."""
+
+    usages: list[Any] = field(default_factory=list)
 
     def add(self, usage: Any) -> None:
-        self.calls += int(getattr(usage, "calls", 1) or 0)
-        self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
-        self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
-        cost = getattr(usage, "cost", None)
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + float(cost)
+        self.usages.append(usage)
+
+    def total(self) -> Any:
+        """The sum of the usages, or None when no call was made."""
+        return functools.reduce(operator.add, self.usages) if self.usages else None
 
 
 # The evaluation in progress in this task; deepeval's own sub-tasks inherit it (they copy the

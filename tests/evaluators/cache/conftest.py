@@ -22,23 +22,13 @@ from spanjudge.exporters.emitter import ScoreEmitter
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 from spanjudge.exporters.telemetry import Telemetry
 from spanjudge.testing import ScriptedJudgeServer
+from tests.evaluators.loop.conftest import Clock
 from tests.evaluators.online.spans import Trace
 from tests.support.otlp_sink import OtlpSink
 
 POSTGRES_URL = os.environ.get(
     "SPANJUDGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-
-
-class Clock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

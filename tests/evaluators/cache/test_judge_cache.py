@@ -29,6 +29,15 @@ def bias_rule(judge: Any, name: str, **params: Any) -> Rule:
     return Rule(BiasMetric(model=judge, **params), target="agent", name=name)
 
 
+def judged_once(
+    store: Any, server: ScriptedJudgeServer, loop: Loop, clock: Clock, **config: Any
+) -> int:
+    """One stored trace judged under rule bias-v1; returns the judge calls it took."""
+    write_traces(store, clock, ANSWERS[:1])
+    loop.monitor(store, [bias_rule(server.judge(), "bias-v1")], **config).backfill(since=0)
+    return len(server.requests)
+
+
 def test_a_second_rule_reuses_every_result_without_a_judge_call(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
@@ -80,9 +89,7 @@ def test_the_cache_holds_across_a_restart(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
-    loop.monitor(store, [bias_rule(judge_server.judge(), "bias-v1")]).backfill(since=0)
-    calls = len(judge_server.requests)
+    calls = judged_once(store, judge_server, loop, clock)
     store.close()
 
     reopened = store_factory()  # another process's view of the same database
@@ -109,10 +116,8 @@ def test_a_changed_parameter_never_hits(
     why: str,
 ) -> None:
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
+    calls = judged_once(store, judge_server, loop, clock)
     judge = judge_server.judge()
-    loop.monitor(store, [bias_rule(judge, "bias-v1")]).backfill(since=0)
-    calls = len(judge_server.requests)
     loop.monitor(store, [bias_rule(judge, "bias-v2", **change)]).backfill(since=0)
     assert len(judge_server.requests) == 2 * calls, why
     [result] = store.results(rule="bias-v2")
@@ -131,10 +136,8 @@ def test_a_changed_prompt_template_never_hits(
             return BiasTemplate.generate_reason(score, biases).replace("score", "grade", 1)
 
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
+    calls = judged_once(store, judge_server, loop, clock)
     judge = judge_server.judge()
-    loop.monitor(store, [bias_rule(judge, "bias-v1")]).backfill(since=0)
-    calls = len(judge_server.requests)
     loop.monitor(store, [bias_rule(judge, "bias-v2", evaluation_template=OneWordChanged)]).backfill(
         since=0
     )
@@ -146,9 +149,7 @@ def test_another_judge_model_never_hits(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
-    loop.monitor(store, [bias_rule(judge_server.judge(), "bias-v1")]).backfill(since=0)
-    calls = len(judge_server.requests)
+    calls = judged_once(store, judge_server, loop, clock)
     other = judge_server.judge(model="openai/another-judge")
     loop.monitor(store, [bias_rule(other, "bias-v2")]).backfill(since=0)
     assert len(judge_server.requests) == 2 * calls
@@ -160,12 +161,8 @@ def test_an_entry_older_than_the_max_age_is_not_reused_and_is_pruned(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
+    calls = judged_once(store, judge_server, loop, clock, judge_cache_max_age_seconds=DAY)
     judge = judge_server.judge()
-    loop.monitor(store, [bias_rule(judge, "bias-v1")], judge_cache_max_age_seconds=DAY).backfill(
-        since=0
-    )
-    calls = len(judge_server.requests)
     key_rows = store.select("SELECT cache_key FROM judge_cache", ())
     assert len(key_rows) == 1
 
@@ -224,8 +221,7 @@ def test_racing_writers_keep_one_entry_and_a_real_result(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
     store = store_factory()
-    write_traces(store, clock, ANSWERS[:1])
-    loop.monitor(store, [bias_rule(judge_server.judge(), "bias-v1")]).backfill(since=0)
+    judged_once(store, judge_server, loop, clock)
     [(key, text)] = store.select("SELECT cache_key, record FROM judge_cache", ())
     [record] = store.results(rule="bias-v1")
     other = store_factory()  # a second worker that missed on the same key at the same time
