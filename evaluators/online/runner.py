@@ -1,7 +1,9 @@
 """Running: claimed jobs become results, each stored once and then handed to the emitter.
 
 For each job: rebuild the test case from the stored spans, measure it with a fresh copy of the
-rule's metric, store the result (only while the lease is still ours), then emit it and count it.
+rule's metric (or reuse the judge-result cache's answer to the same question, see
+:mod:`~spanjudge.evaluators.online.result_cache`), store the result (only while the lease is still
+ours), then emit it and count it.
 A transient judge failure (timeout, 429, 5xx, connection) gives the job back for a later tick
 until ``max_attempts``; anything else is recorded at once.
 """
