@@ -12,9 +12,11 @@ class: the judge is there to catch failing answers. Per (rule, metric):
   ``(p_o - p_e) / (1 - p_e)``; undefined (None) when ``p_e == 1`` (both always said the same).
 
 Confidence intervals (95% by default) use the standard library's ``statistics.NormalDist`` for
-the normal quantile: Wilson score intervals for the three rates, and Cohen's (1960) large-sample
-standard error ``sqrt(p_o (1 - p_o) / (n (1 - p_e)^2))`` for kappa, clipped to [-1, 1]. A rate
-with no pairs in its denominator is None, never 0.
+the normal quantile: Wilson score intervals for the three rates, and for kappa the large-sample
+standard error of Fleiss, Cohen and Everitt (1969), the one ``statsmodels``' ``cohens_kappa``
+reports, with the interval clipped to [-1, 1]. A rate with no pairs in its denominator is None,
+never 0. (statsmodels itself, with numpy, scipy, pandas and formulaic, is some 375 MB installed:
+too much to carry for two formulas; tests/feedback checks ours against values worked by hand.)
 
 Example::
 
@@ -122,15 +124,22 @@ def cohen_kappa(
     n = both_fail + judge_only_fail + judge_only_pass + both_pass
     if n == 0:
         return Estimate(None)
-    observed = (both_fail + both_pass) / n
-    judge_fail = (both_fail + judge_only_fail) / n
-    person_fail = (both_fail + judge_only_pass) / n
-    chance = judge_fail * person_fail + (1 - judge_fail) * (1 - person_fail)
+    # p[i][j]: judge said i, person said j (0 fail, 1 pass); rows and columns: their marginals
+    p = [[both_fail / n, judge_only_fail / n], [judge_only_pass / n, both_pass / n]]
+    rows = [p[0][0] + p[0][1], p[1][0] + p[1][1]]
+    cols = [p[0][0] + p[1][0], p[0][1] + p[1][1]]
+    observed = p[0][0] + p[1][1]
+    chance = rows[0] * cols[0] + rows[1] * cols[1]
     if chance >= 1:
         return Estimate(None)
     kappa = (observed - chance) / (1 - chance)
-    se = math.sqrt(observed * (1 - observed) / (n * (1 - chance) ** 2))
-    half = _z(confidence) * se
+    # Fleiss, Cohen & Everitt (1969): the variance of kappa away from the null
+    agree = sum(p[i][i] * (1 - (rows[i] + cols[i]) * (1 - kappa)) ** 2 for i in (0, 1))
+    cross = (1 - kappa) ** 2 * sum(
+        p[i][j] * (cols[i] + rows[j]) ** 2 for i in (0, 1) for j in (0, 1) if i != j
+    )
+    variance = (agree + cross - (kappa - chance * (1 - kappa)) ** 2) / (n * (1 - chance) ** 2)
+    half = _z(confidence) * math.sqrt(max(variance, 0.0))
     return Estimate(kappa, max(-1.0, kappa - half), min(1.0, kappa + half))
 
 

@@ -2,7 +2,10 @@
 
 Wilson interval: centre (p + z^2/2n) / (1 + z^2/n), half-width
 z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n), z = 1.959964 for 95%.
-Cohen's kappa: (p_o - p_e) / (1 - p_e), standard error sqrt(p_o (1 - p_o) / (n (1 - p_e)^2)).
+Cohen's kappa: (p_o - p_e) / (1 - p_e); its variance (Fleiss, Cohen & Everitt 1969), with
+p_ij the share judged i by the judge and j by the person, p_i. and p_.j the marginals:
+[sum_i p_ii (1 - (p_i. + p_.i)(1 - k))^2 + (1 - k)^2 sum_(i!=j) p_ij (p_.i + p_j.)^2
+ - (k - p_e (1 - k))^2] / (n (1 - p_e)^2).
 """
 
 from __future__ import annotations
@@ -52,11 +55,25 @@ def test_wilson_interval_narrows_with_the_confidence_level() -> None:
 def test_cohens_kappa_of_the_textbook_table() -> None:
     # 50 items: both fail 20, judge only 5, person only 10, both pass 15.
     # p_o = 35/50 = 0.7; judge fails 25/50, person 30/50: p_e = 0.5*0.6 + 0.5*0.4 = 0.5
-    # kappa = 0.2 / 0.5 = 0.4; SE = sqrt(0.7 * 0.3 / (50 * 0.25)) = 0.129615
+    # kappa = 0.2 / 0.5 = 0.4. Variance: agreement 0.4 (1 - 1.1*0.6)^2 + 0.3 (1 - 0.9*0.6)^2
+    # = 0.04624 + 0.06348; across 0.36 (0.1 * 1.1^2 + 0.2 * 0.9^2) = 0.10188; minus
+    # (0.4 - 0.5*0.6)^2 = 0.01: 0.2016 / (50 * 0.25) = 0.016128, SE 0.126996
     estimate = cohen_kappa(20, 5, 10, 15)
     assert estimate.value == approx(0.4)
-    assert estimate.low == approx(0.4 - 1.959964 * 0.129615, abs=1e-5)
-    assert estimate.high == approx(0.4 + 1.959964 * 0.129615, abs=1e-5)
+    assert estimate.low == approx(0.4 - 1.959964 * 0.126996, abs=1e-5)
+    assert estimate.high == approx(0.4 + 1.959964 * 0.126996, abs=1e-5)
+
+
+def test_cohens_kappa_interval_is_clipped_to_its_range() -> None:
+    # judge fails 1, person 2 of 8, both fail 1: p_o = 7/8, p_e = 0.125*0.25 + 0.875*0.75
+    # = 0.6875, kappa = 0.1875 / 0.3125 = 0.6. Variance: 0.125 (1 - 0.375*0.4)^2
+    # + 0.75 (1 - 1.625*0.4)^2 = 0.090313 + 0.091875; across 0.16 * 0.125 (0.75 + 0.125)^2
+    # = 0.015313; minus (0.6 - 0.6875*0.4)^2 = 0.105625: 0.091875 / (8 * 0.3125^2) = 0.1176,
+    # SE 0.342929
+    estimate = cohen_kappa(1, 0, 1, 6)
+    assert estimate.value == approx(0.6)
+    assert estimate.low == approx(0.6 - 1.959964 * 0.342929, abs=1e-5)
+    assert estimate.high == 1.0  # 0.6 + 0.689 is past the largest kappa there is
 
 
 def test_cohens_kappa_edge_cases() -> None:
