@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from spanjudge.exporters.store import OutboxClaim, SpanStore
 from spanjudge.exporters.store.base import (
     EventLog,
+    FeedbackLog,
     JobQueue,
     Outbox,
     ResultStore,
@@ -20,7 +21,7 @@ from spanjudge.exporters.store.base import (
 from spanjudge.exporters.store.postgres import PostgresStore
 from spanjudge.exporters.store.sqlite import SQLiteStore
 
-PROTOCOLS = (SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore)
+PROTOCOLS = (SpanLog, EventLog, JobQueue, ResultStore, Outbox, FeedbackLog, StoreAdmin, SpanStore)
 
 
 def as_every_part(
