@@ -28,12 +28,20 @@ def import_object(path: str, what: str) -> Any:
 def make_judge(settings: WorkerSettings) -> Any:
     from spanjudge.evaluators.judges import LiteLLMJudge
 
-    return LiteLLMJudge(
-        settings.judge_model,
-        timeout=settings.judge_timeout,
-        max_concurrency=settings.judge_max_concurrency,
-        **settings.judge_options,
-    )
+    options = dict(settings.judge_options)
+    if settings.judge_base_url:
+        options["api_base"] = settings.judge_base_url
+    try:
+        return LiteLLMJudge(
+            settings.judge_model,
+            timeout=settings.judge_timeout,
+            max_concurrency=settings.judge_max_concurrency,
+            structured_output=settings.judge_structured_output,
+            api_key_env=settings.judge_api_key_env,
+            **options,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"judge_api_key_env: {exc}") from exc
 
 
 def metric_class(config: RuleConfig) -> Any:

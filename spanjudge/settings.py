@@ -98,6 +98,13 @@ class WorkerSettings(BaseSettings):
     judge_timeout: float = Field(60.0, gt=0)
     judge_max_concurrency: int = Field(8, ge=1)
     judge_options: dict[str, Any] = Field(default_factory=dict)
+    # A self-hosted judge: its OpenAI-compatible URL, the NAME of the environment variable that
+    # holds its key (never the key), and how JSON is asked for ("auto" negotiates per server).
+    judge_base_url: str | None = None
+    judge_api_key_env: str | None = None
+    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
+        "auto"
+    )
     downstream_endpoint: str | None = None  # else OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT
     # How results leave: "span" (evaluation span under the evaluated span, /v1/traces) and/or
     # "event" (gen_ai.evaluation.result log record on the evaluated span, /v1/logs)
@@ -111,13 +118,6 @@ class WorkerSettings(BaseSettings):
     agreement_floor: float = Field(0.4, ge=-1.0, le=1.0)
     agreement_min_labels: int = Field(20, ge=1)
     rules: list[RuleConfig] = Field(default_factory=list)
-    # A self-hosted judge: its OpenAI-compatible URL, the NAME of the environment variable that
-    # holds its key (never the key), and how JSON is asked for ("auto" negotiates per server).
-    judge_base_url: str | None = None
-    judge_api_key_env: str | None = None
-    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
-        "auto"
-    )
     rules_entrypoint: str | None = None  # "module:function" returning a list of Rule
 
     @classmethod

@@ -11,8 +11,9 @@ calling, or nothing. The forms, best first:
 * ``tools``: one forced tool call whose parameters are the schema;
 * ``prompt``: no request field; the prompt asks for JSON and the answer is extracted and repaired.
 
-A refusal of a form (HTTP 400/422 naming it, or litellm's "unsupported parameter") moves to the
-next form at once; the form that works is remembered per (endpoint, model) for the process.
+A refusal of a form (HTTP 400/422 naming it, a 500 quoting a request-validation error about it
+as llama-cpp-python sends, or litellm's "unsupported parameter") moves to the next form at once;
+the form that works is remembered per (endpoint, model) for the process.
 Every form also keeps the prompt's JSON instruction, so a server that silently ignores the field
 still gets a parseable answer.
 
@@ -31,22 +32,22 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
-Form = Literal["json_schema", "json_object", "tools", "prompt"]
-FORMS: tuple[Form, ...] = ("json_schema", "json_object", "tools", "prompt")
+FORMS: tuple[str, ...] = ("json_schema", "json_object", "tools", "prompt")
 STRUCTURED_OUTPUT_CHOICES: tuple[str, ...] = ("auto", *FORMS)
 
 # What a refusal of each form names in the server's error text (lower case).
-_NAMES: dict[Form, tuple[str, ...]] = {
+_NAMES: dict[str, tuple[str, ...]] = {
     "json_schema": ("response_format", "json_schema", "response format", "schema"),
     "json_object": ("response_format", "json_object", "response format", "json mode", "schema"),
     "tools": ("tool", "function"),
     "prompt": (),
 }
 _UNSUPPORTED = ("unsupported", "not supported", "does not support", "not support")
+_VALIDATION = ("validation error", "input should be", "literal_error")
 
 
 def pick_form(structured_output: str | bool | None) -> str:
@@ -124,9 +125,14 @@ def refuses(exc: BaseException, form: str) -> bool:
     text = str(exc).lower()
     if type(exc).__name__ == "UnsupportedParamsError":
         return True
-    if _status(exc) not in (400, 422):
+    status = _status(exc)
+    names = any(name in text for name in _NAMES[form])
+    if status == 500:
+        # llama-cpp-python answers a request-validation failure with a 500 that quotes it
+        return names and any(v in text for v in _VALIDATION)
+    if status not in (400, 422):
         return False
-    return any(name in text for name in _NAMES[form]) or any(u in text for u in _UNSUPPORTED)
+    return names or any(u in text for u in _UNSUPPORTED)
 
 
 def refuses_logprobs(exc: BaseException) -> bool:
@@ -166,11 +172,11 @@ class Negotiator:
 
     def step_down(self, key: tuple[str, str], refused: str) -> str:
         """Record that ``refused`` was turned down; returns the next form to try."""
-        nxt = FORMS[min(FORMS.index(refused) + 1, len(FORMS) - 1)]  # type: ignore[arg-type]
+        nxt = FORMS[min(FORMS.index(refused) + 1, len(FORMS) - 1)]
         with self._lock:
             learnt = self._learnt.setdefault(key, Learnt(nxt))
             # another call may already have stepped further down: never step back up
-            if FORMS.index(learnt.form) <= FORMS.index(nxt):  # type: ignore[arg-type]
+            if FORMS.index(learnt.form) <= FORMS.index(nxt):
                 learnt.form = nxt
             return learnt.form
 

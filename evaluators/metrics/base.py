@@ -117,6 +117,13 @@ def expect_count(schema: type[M], field: str, count: int) -> type[M]:
             )
         return obj
 
+    def _bounds(json_schema: dict[str, Any]) -> None:
+        # said in the JSON schema too: constrained decoding (llama.cpp, vLLM) then emits the
+        # right count, which small models otherwise miss
+        prop = json_schema.get("properties", {}).get(field)
+        if isinstance(prop, dict):
+            prop["minItems"] = prop["maxItems"] = count
+
     validators: dict[str, Any] = {"_check_count": model_validator(mode="after")(_check)}
     model: type[M] = create_model(
         schema.__name__,
@@ -124,6 +131,8 @@ def expect_count(schema: type[M], field: str, count: int) -> type[M]:
         __module__=schema.__module__,
         __validators__=validators,
     )
+    model.model_config["json_schema_extra"] = _bounds
+    model.model_rebuild(force=True)
     return model
 
 
@@ -355,9 +364,8 @@ class BaseMetric(ABC):
         cost = getattr(usage, "cost", None)
         if cost is not None:
             self.evaluation_cost = (self.evaluation_cost or 0.0) + float(cost)
-        self._log(step, obj.model_dump_json(indent=2))
-        result: M = obj
-        return result
+        self._log(step, answer.value.model_dump_json(indent=2))
+        return answer
 
     async def _gather(self, *aws: Awaitable[T]) -> list[T]:
         """Concurrently with ``async_mode`` (the default), one after another without it."""

@@ -104,13 +104,13 @@ def run_demo(
                 settle_seconds=0.0, idle_seconds=0.0, concurrency=8, retention_seconds=None
             ),
         )
-        report = monitor.tick()
+        errors = _evaluate_all(monitor, store)
         flushed = emitter.force_flush(10)
         results = monitor.results()
         _print_results(console, results)
         failures = []
-        if report.errors:
-            failures.append(f"{report.errors} evaluations failed")
+        if errors:
+            failures.append(f"{errors} evaluations failed")
         if not flushed or emitter.dropped_total:
             failures.append(f"evaluation results not delivered: {emitter.dropped_by_output()}")
         if not results:
@@ -137,6 +137,21 @@ def run_demo(
         exporter.shutdown()
         store.close()
         tmp.cleanup()
+
+
+def _evaluate_all(monitor: Any, store: Any, patience: float = 1800.0) -> int:
+    """Tick until no job is left: a slow judge's timed-out calls are retried on a later tick
+    (after their backoff), and a demo that stopped after one tick would lose them. Returns
+    the number of evaluations that ended in an error."""
+    deadline = time.monotonic() + patience
+    errors = monitor.tick().errors
+    while time.monotonic() < deadline:
+        stats = store.stats(now=time.time())
+        if not stats.pending and not stats.leased:
+            break
+        time.sleep(1.0)
+        errors += monitor.tick().errors
+    return int(errors)
 
 
 def _spend(judge: Any) -> str:

@@ -4,8 +4,10 @@ Each profile lists the structured-output forms a real server accepts (the others
 with the status and wording that server uses) and whether it returns log-probabilities:
 
 * ``openai`` / ``vllm``: ``json_schema``, ``json_object``, tools and plain prompts, logprobs;
-* ``llama.cpp`` (``llama-server``, ``llama-cpp-python``): ``json_object`` with a ``schema`` (the
-  schema constrains decoding), tools, prompts; ``json_schema`` refused with a 400;
+* ``llama.cpp`` (``llama-server``): ``json_object`` with a ``schema`` (the schema constrains
+  decoding), tools, prompts; ``json_schema`` refused with a 400;
+* ``llama-cpp-python`` (its server, 0.3.36): the same forms; ``json_schema`` refused with a 500
+  whose body quotes the request-validation error;
 * ``ollama``: ``json_schema``, ``json_object``, prompts; no tools with a forced choice; no logprobs;
 * ``tools-only``: no ``response_format`` at all, tools and prompts;
 * ``plain``: prompts only, any ``response_format`` or ``tools`` refused.
@@ -30,17 +32,24 @@ class ServerProfile:
     accepts: tuple[str, ...]
     logprobs: bool = True
     refusal_status: int = 400
+    # "validation": the refusal quotes a request-validation error, as llama-cpp-python's does
+    refusal_style: str = "message"
 
 
 PROFILES: dict[str, ServerProfile] = {
     "openai": ServerProfile(FORMS),
     "vllm": ServerProfile(FORMS),
     "llama.cpp": ServerProfile(("json_object", "tools", "prompt")),
+    # as recorded from llama-cpp-python 0.3.36's server: json_schema -> HTTP 500 quoting pydantic
+    "llama-cpp-python": ServerProfile(
+        ("json_object", "tools", "prompt"), refusal_status=500, refusal_style="validation"
+    ),
     "ollama": ServerProfile(("json_schema", "json_object", "prompt"), logprobs=False),
     "tools-only": ServerProfile(("tools", "prompt"), logprobs=False),
     "plain": ServerProfile(("prompt",), logprobs=False, refusal_status=422),
 }
 
+_TYPES = ("text", "json_object", "json_schema")
 _SCHEMA_IN_PROMPT = re.compile(r"for the schema (\w+)")
 _TOKEN = re.compile(r"\d+|\w+|\s+|[^\w\s]")
 
@@ -80,6 +89,14 @@ def schema_name(body: dict[str, Any], prompt: str) -> str | None:
 def refusal(profile: ServerProfile, body: dict[str, Any]) -> dict[str, Any] | None:
     """The error payload a server of ``profile`` answers this request with, or None."""
     form = request_form(body)
+    if form not in profile.accepts and profile.refusal_style == "validation":
+        allowed = " or ".join(f"'{f}'" for f in ("text", *profile.accepts) if f in _TYPES)
+        message = (
+            "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+            f"'response_format', 'type'), 'msg': \"Input should be {allowed}\", "
+            f"'input': '{form}'}}"
+        )
+        return {"error": {"message": message, "type": "internal_server_error"}}
     if form not in profile.accepts:
         if form == "tools":
             message = "tools and tool_choice are not supported by this server"
