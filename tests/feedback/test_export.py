@@ -104,6 +104,55 @@ def test_deepeval_loads_both_files(store: SpanStore, store_path: Path, tmp_path:
         assert commented == ["it made up the store credit"]
 
 
+def test_deepevals_evaluate_runs_the_exported_cases(
+    store: SpanStore, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deepeval import evaluate as deepeval_evaluate
+    from deepeval.dataset import EvaluationDataset
+    from deepeval.evaluate.configs import AsyncConfig, CacheConfig, DisplayConfig
+    from deepeval.metrics import FaithfulnessMetric as DeepEvalFaithfulness
+    from deepeval.test_case import LLMTestCase as DeepEvalCase
+
+    from spanjudge.evaluators import as_deepeval_model
+
+    output = tmp_path / "failing.json"
+    done = run("export", "--metric", "faithfulness", "--label", "fail", "-o", str(output),
+               "--store", str(store_path))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    dataset = EvaluationDataset()
+    dataset.add_goldens_from_json_file(str(output))
+    cases = [
+        DeepEvalCase(
+            input=g.input,
+            actual_output=g.actual_output or "",
+            retrieval_context=g.retrieval_context,
+        )
+        for g in dataset.goldens
+    ]
+    monkeypatch.chdir(tmp_path)  # deepeval keeps its run files in the working directory
+    # deepeval 4.3.1's faithfulness steps, answered by a scripted judge on 127.0.0.1
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"truths": ["Returns are accepted within 30 days."]}, schema="Truths")
+        server.add_rule({"claims": ["Returns are accepted within 90 days."]}, schema="Claims")
+        server.add_rule({"verdicts": [{"verdict": "no", "reason": "30, not 90"}]},
+                        schema="Verdicts")  # fmt: skip
+        server.add_rule({"reason": "It says 90 days."}, schema="FaithfulnessScoreReason")
+        metric = DeepEvalFaithfulness(threshold=0.7, model=as_deepeval_model(server.judge()))
+        result = deepeval_evaluate(
+            cases,
+            [metric],
+            async_config=AsyncConfig(run_async=False),
+            display_config=DisplayConfig(print_results=False, show_indicator=False),
+            cache_config=CacheConfig(write_cache=False, use_cache=False),
+        )
+        prompts = [request.prompt for request in server.requests]
+    [only] = cases
+    assert any(only.actual_output in prompt for prompt in prompts)  # our case was judged
+    [tested] = result.test_results
+    assert not tested.success
+    assert [(m.score, m.reason) for m in tested.metrics_data or []] == [(0.0, "It says 90 days.")]
+
+
 def test_a_conversation_exports_as_a_conversational_golden(
     store: SpanStore, store_path: Path, tmp_path: Path, offline_judge: ScriptedJudgeServer
 ) -> None:
