@@ -183,7 +183,9 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
             try:
-                return json.loads(variant)
+                # strict=False: raw newlines inside strings, which llama.cpp's JSON grammar lets
+                # small models write, are read as the newlines they mean
+                return json.loads(variant, strict=False)
             except (json.JSONDecodeError, ValueError):
                 continue
     raise ValueError("no JSON object found in the answer")

@@ -247,3 +247,15 @@ def test_verdict_counts_are_in_the_schema_sent_for_constrained_decoding() -> Non
         assert metric.score == 0.5
     finally:
         server.stop()
+
+
+def test_raw_newlines_inside_json_strings_are_read_not_rejected() -> None:
+    # llama.cpp's JSON grammar lets a small model put a raw newline inside a string; strict JSON
+    # parsing refused it ("no JSON object found") and the evaluation failed after 3 attempts
+    server = ScriptedJudgeServer(profile="llama.cpp").start()
+    try:
+        server.add_rule('{"score": 8, "reason": "The\nassistant declined."}', schema="Score")
+        obj, usage = judge_for(server).generate("x", Score)
+        assert obj.reason == "The\nassistant declined." and usage.calls == 1
+    finally:
+        server.stop()
