@@ -41,6 +41,8 @@ from spanjudge.evaluators.judges.structured import (
 
 log = logging.getLogger("spanjudge.judge")
 
+SELF_HOSTED_MAX_TOKENS = 2048
+
 _litellm: Any = None
 
 
@@ -91,7 +93,9 @@ class LiteLLMJudge(Judge):
     A self-hosted judge: ``api_base`` is the server's OpenAI-compatible URL; ``api_key_env`` names
     the environment variable holding its key (the key itself is never logged or shown). An
     ``openai/`` model served from ``api_base`` with no key anywhere gets a placeholder key, since
-    the OpenAI client insists on one and local servers ignore it::
+    the OpenAI client insists on one and local servers ignore it. Calls to an endpoint of your
+    own ask for at most ``max_output_tokens`` (default 2,048; hosted models: no limit unless set),
+    and an answer cut there is reported as such::
 
         LiteLLMJudge("openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1",
                      api_key_env="VLLM_API_KEY")
@@ -109,6 +113,7 @@ class LiteLLMJudge(Judge):
         max_backoff: float = 20.0,
         structured_output: str | bool | None = "auto",
         api_key_env: str | None = None,
+        max_output_tokens: int | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -122,6 +127,9 @@ class LiteLLMJudge(Judge):
             raise ValueError("LiteLLMJudge(model=...) needs a litellm model string")
         self.model_name = model
         self.timeout = timeout
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens!r}")
+        self.max_output_tokens = max_output_tokens
         self.structured_output = pick_form(structured_output)
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -153,6 +161,14 @@ class LiteLLMJudge(Judge):
             return os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL") or ""
         return ""
 
+    def output_limit(self) -> int | None:
+        """``max_tokens`` sent: ``max_output_tokens``, else 2,048 for a server of your own, else
+        none. A self-hosted server that lets a small model run on until its context is full
+        holds its only slot for minutes, long after the judge's timeout gave up on the call."""
+        if self.max_output_tokens is not None:
+            return self.max_output_tokens
+        return SELF_HOSTED_MAX_TOKENS if self.endpoint() else None
+
     def _start_form(self) -> str:
         """The first form to try in auto mode: a schema for any endpoint of the user's own and
         any model litellm does not know; the prompt for a known model without schema support."""
@@ -181,6 +197,9 @@ class LiteLLMJudge(Judge):
             **self._kwargs,
             **request_fields(form, schema),
         }
+        limit = self.output_limit()
+        if limit is not None and "max_tokens" not in request:
+            request["max_tokens"] = limit
         if top_logprobs > 0:
             request["logprobs"] = True
             request["top_logprobs"] = top_logprobs
@@ -240,6 +259,12 @@ class LiteLLMJudge(Judge):
             text = answer_text(choice.message)
         except (AttributeError, IndexError, TypeError):
             choice, text = None, ""
+        if getattr(choice, "finish_reason", None) == "length":
+            log.warning(
+                "judge %s stopped at its output limit (max_tokens=%s): the answer is cut short",
+                self.model_name,
+                self.output_limit(),
+            )
         usage = getattr(response, "usage", None)
         # litellm prices every response as it logs it; reuse that rather than pricing twice
         hidden = getattr(response, "_hidden_params", None) or {}

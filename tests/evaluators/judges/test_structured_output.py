@@ -259,3 +259,18 @@ def test_raw_newlines_inside_json_strings_are_read_not_rejected() -> None:
         assert obj.reason == "The\nassistant declined." and usage.calls == 1
     finally:
         server.stop()
+
+
+def test_self_hosted_calls_ask_for_bounded_output_and_hosted_ones_do_not() -> None:
+    server = serve("llama.cpp")
+    try:
+        judge_for(server).generate("x", Score)
+        assert server.requests[-1].body["max_tokens"] == 2048  # a server of your own
+        judge_for(server, max_output_tokens=300).generate("x", Score)
+        assert server.requests[-1].body["max_tokens"] == 300
+    finally:
+        server.stop()
+    assert LiteLLMJudge("gpt-4o-mini").output_limit() is None  # hosted: no limit unless set
+    assert LiteLLMJudge("gpt-4o-mini", max_output_tokens=500).output_limit() == 500
+    with pytest.raises(ValueError, match="max_output_tokens must be >= 1"):
+        LiteLLMJudge("openai/x", api_base="http://127.0.0.1:1/v1", max_output_tokens=0)
