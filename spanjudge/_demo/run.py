@@ -100,8 +100,14 @@ def run_demo(
             emitter=emitter,
             # the demo's traffic is all in: plan it now instead of waiting for settle times
             clock=lambda: time.time() + 1.0,
+            # one attempt per job: the judge already retried each call (429, 5xx, timeouts,
+            # connection errors); a job that still failed is shown as an error, not left waiting
             config=MonitorConfig(
-                settle_seconds=0.0, idle_seconds=0.0, concurrency=8, retention_seconds=None
+                settle_seconds=0.0,
+                idle_seconds=0.0,
+                concurrency=8,
+                retention_seconds=None,
+                max_attempts=1,
             ),
         )
         errors = _evaluate_all(monitor, store)
@@ -140,9 +146,9 @@ def run_demo(
 
 
 def _evaluate_all(monitor: Any, store: Any, patience: float = 1800.0) -> int:
-    """Tick until no job is left: a slow judge's timed-out calls are retried on a later tick
-    (after their backoff), and a demo that stopped after one tick would lose them. Returns
-    the number of evaluations that ended in an error."""
+    """Tick until no job is left (pending or leased), so no evaluation is silently left out of
+    the table; a demo that stopped after one tick lost the jobs a slow local judge had released
+    for a later tick. Returns the number of evaluations that ended in an error."""
     deadline = time.monotonic() + patience
     errors = monitor.tick().errors
     while time.monotonic() < deadline:
