@@ -15,7 +15,8 @@ multi-turn conversations) with a fixed judge latency and judge concurrency, then
 Usage::
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/judge_cost.py \
-        [--latency 0.2] [--concurrency 8] [--repeat 1]
+        [--latency 0.2] [--concurrency 8] [--repeat 1] [--transport auto|litellm|direct]
+    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/judge_cost.py --grid
 """
 
 from __future__ import annotations
@@ -195,11 +196,15 @@ def judge_process(latency: float) -> Iterator[str]:
         proc.wait()
 
 
-def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
+def run(latency: float, concurrency: int, repeat: int, transport: str = "auto") -> dict[str, Any]:
     cases = build_cases() * repeat
     with judge_process(latency) as base_url:
         judge = LiteLLMJudge(
-            "openai/scripted-judge", api_base=base_url, api_key="x", max_concurrency=concurrency
+            "openai/scripted-judge",
+            api_base=base_url,
+            api_key="x",
+            max_concurrency=concurrency,
+            transport=transport,
         )
         metrics = [
             FaithfulnessMetric(model=judge),
@@ -210,11 +215,12 @@ def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
         evaluate(cases[:1], metrics[1:2], show_progress=False, print_results=False)
         truth_cache.clear()
         before = judge.attempts
-        started = time.perf_counter()
+        cpu_before, started = time.process_time(), time.perf_counter()
         result = evaluate(
             cases, metrics, max_concurrency=len(cases) * 3, show_progress=False, print_results=False
         )
         wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu_before
         requests = judge.attempts - before
 
     per_metric: dict[str, Any] = {}
@@ -247,7 +253,10 @@ def run(latency: float, concurrency: int, repeat: int) -> dict[str, Any]:
         "cases": len(cases),
         "latency_s": latency,
         "judge_concurrency": concurrency,
+        "transport": "direct" if judge._direct_transport() else "litellm",
         "wall_s": round(wall, 3),
+        # this process's CPU (the evaluator: metrics, engine, HTTP client) per judge request
+        "cpu_ms_per_request": round(cpu / max(requests, 1) * 1000, 2),
         "judge_calls": actual,
         "http_requests": requests,
         "naive_calls": naive,
@@ -459,13 +468,63 @@ def run_backfill_twice(latency: float, concurrency: int) -> dict[str, Any]:
     return {"traces": len(cases), "latency_s": latency, "passes": passes}
 
 
+def throughput_grid(repeat: int) -> dict[str, Any]:
+    """Both transports side by side at 0.2 s and 0.05 s judge latency, concurrency 8 and 32:
+    cases/s against the bound and this process's CPU per judge request."""
+    rows = []
+    for latency in (0.2, 0.05):
+        for concurrency in (8, 32):
+            # enough cases that concurrency 32 stays busy for more than a moment
+            reps = repeat * (4 if concurrency > 8 else 1) * (2 if latency < 0.1 else 1)
+            for transport in ("litellm", "direct"):
+                report = run(latency, concurrency, reps, transport)
+                rows.append(
+                    {
+                        key: report[key]
+                        for key in (
+                            "transport",
+                            "latency_s",
+                            "judge_concurrency",
+                            "cases",
+                            "http_requests",
+                            "cases_per_s",
+                            "bound_cases_per_s",
+                            "throughput_vs_bound",
+                            "cpu_ms_per_request",
+                        )
+                    }
+                )
+    return {"grid": rows, "machine": machine()}
+
+
+def machine() -> dict[str, Any]:
+    import platform
+
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=1, help="run the fixed case set N times")
+    parser.add_argument(
+        "--transport", choices=["auto", "litellm", "direct"], default="auto", help="judge path"
+    )
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="only the throughput grid: both transports at 0.2/0.05 s and concurrency 8/32",
+    )
     args = parser.parse_args(argv)
-    report = run(args.latency, args.concurrency, args.repeat)
+    if args.grid:
+        print(json.dumps(throughput_grid(args.repeat), indent=2))
+        return 0
+    report = run(args.latency, args.concurrency, args.repeat, args.transport)
     report["geval"] = run_geval(args.latency, args.concurrency, args.repeat)
     report["backfill_twice"] = run_backfill_twice(args.latency, args.concurrency)
     print(json.dumps(report, indent=2))

@@ -18,6 +18,7 @@ concurrency limit and usage accounting. A judge subclass supplies only the call 
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import random
 import re
@@ -209,7 +210,9 @@ def parse_answer(text: str, schema: type[T]) -> T:
         ) from None
 
 
+@functools.lru_cache(maxsize=1024)
 def json_instruction(schema: type[BaseModel]) -> str:
+    """The prompt's JSON instruction for ``schema`` (built once per schema class)."""
     fields = ", ".join(schema.model_json_schema().get("properties", {}))
     return (
         f"\n\nReply with a single JSON object for the schema {schema.__name__} "

@@ -11,6 +11,7 @@ on the first call, never before.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from typing import Any
@@ -26,13 +27,19 @@ from spanjudge.evaluators.judges.base import (
     JudgeServerError,
     JudgeTimeoutError,
     Messages,
-    TokenLogprob,
     Usage,
     call_options,
 )
+from spanjudge.evaluators.judges.direct import choose_direct, direct_body, direct_error, price
+from spanjudge.evaluators.judges.openai_format import (
+    answer_text,
+    field,
+    first_choice,
+    read_logprobs,
+    token_usage,
+)
 from spanjudge.evaluators.judges.structured import (
     NEGOTIATOR,
-    answer_text,
     pick_form,
     refuses,
     refuses_logprobs,
@@ -42,6 +49,8 @@ from spanjudge.evaluators.judges.structured import (
 log = logging.getLogger("spanjudge.judge")
 
 SELF_HOSTED_MAX_TOKENS = 2048
+DEFAULT_TRANSPORT = "auto"
+"""The transport of judges built without one (tests run the engine over both paths)."""
 
 _litellm: Any = None
 
@@ -95,7 +104,10 @@ class LiteLLMJudge(Judge):
     ``openai/`` model served from ``api_base`` with no key anywhere gets a placeholder key, since
     the OpenAI client insists on one and local servers ignore it. Calls to an endpoint of your
     own ask for at most ``max_output_tokens`` (default 2,048; hosted models: no limit unless set),
-    and an answer cut there is reported as such::
+    and an answer cut there is reported as such. ``transport="auto"`` (the default) posts to
+    providers that speak the OpenAI chat API itself, with one keep-alive HTTP client (see
+    :mod:`~spanjudge.evaluators.judges.direct`), and uses litellm for every other provider;
+    ``"litellm"`` always uses litellm::
 
         LiteLLMJudge("openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1",
                      api_key_env="VLLM_API_KEY")
@@ -114,6 +126,7 @@ class LiteLLMJudge(Judge):
         structured_output: str | bool | None = "auto",
         api_key_env: str | None = None,
         max_output_tokens: int | None = None,
+        transport: str | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -130,6 +143,11 @@ class LiteLLMJudge(Judge):
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens!r}")
         self.max_output_tokens = max_output_tokens
+        transport = transport or DEFAULT_TRANSPORT
+        if transport not in ("auto", "litellm", "direct"):
+            raise ValueError(f"transport must be auto, litellm or direct, got {transport!r}")
+        self.transport = transport
+        self._direct: Any = None  # DirectTransport, or False once the litellm path is chosen
         self.structured_output = pick_form(structured_output)
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -195,8 +213,10 @@ class LiteLLMJudge(Judge):
             "num_retries": 0,
             "max_retries": 0,
             **self._kwargs,
-            **request_fields(form, schema),
         }
+        fields = request_fields(form, schema)
+        # litellm may rewrite response_format/tools per provider; the cached fields stay intact
+        request.update(fields if self._direct_transport() else copy.deepcopy(fields))
         limit = self.output_limit()
         if limit is not None and "max_tokens" not in request:
             request["max_tokens"] = limit
@@ -237,8 +257,11 @@ class LiteLLMJudge(Judge):
         return False
 
     def _translate(self, exc: Exception) -> JudgeError:
-        litellm = _load_litellm()
         message = _redact(f"{self.model_name}: {type(exc).__name__}: {exc}", self._secrets)[:600]
+        direct = direct_error(exc, message)
+        if direct is not None:
+            return direct
+        litellm = _load_litellm()
         status = getattr(exc, "status_code", None)
         if isinstance(exc, litellm.Timeout):
             return JudgeTimeoutError(message)
@@ -252,87 +275,80 @@ class LiteLLMJudge(Judge):
             return JudgeServerError(message, retry_after=_retry_after(exc))
         return JudgeError(message)
 
-    def _answer(self, response: Any) -> Completion:
-        litellm = _load_litellm()
-        try:
-            choice = response.choices[0]
-            text = answer_text(choice.message)
-        except (AttributeError, IndexError, TypeError):
-            choice, text = None, ""
-        if getattr(choice, "finish_reason", None) == "length":
+    def _answer(self, response: Any, cost: float | None) -> Completion:
+        """The call's answer, from litellm's response object or the direct path's JSON."""
+        choice = first_choice(response)
+        text = answer_text(field(choice, "message"))
+        if field(choice, "finish_reason") == "length":
             log.warning(
                 "judge %s stopped at its output limit (max_tokens=%s): the answer is cut short",
                 self.model_name,
                 self.output_limit(),
             )
-        usage = getattr(response, "usage", None)
-        # litellm prices every response as it logs it; reuse that rather than pricing twice
-        hidden = getattr(response, "_hidden_params", None) or {}
-        cost: float | None = hidden.get("response_cost") if "response_cost" in hidden else None
-        if cost is None and "response_cost" not in hidden:
-            try:
-                cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:
-                cost = None  # model not in the price table
-        elif cost is not None:
-            cost = float(cost)
+        tokens_in, tokens_out = token_usage(response)
         return Completion(
             text,
             Usage(
-                input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
                 cost=0.0 if cost is None else cost,
                 calls=1,
                 unpriced_calls=1 if cost is None else 0,
             ),
-            read_logprobs(getattr(choice, "logprobs", None)),
+            read_logprobs(field(choice, "logprobs")),
         )
 
+    def _litellm_cost(self, response: Any) -> float | None:
+        # litellm prices every response as it logs it; reuse that rather than pricing twice
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if "response_cost" in hidden:
+            cost = hidden.get("response_cost")
+            return None if cost is None else float(cost)
+        try:
+            return float(_load_litellm().completion_cost(completion_response=response))
+        except Exception:
+            return None  # model not in the price table
+
+    def _direct_transport(self) -> Any:
+        """The direct path's transport when this judge uses it, else None (decided once)."""
+        if self._direct is None:
+            self._direct = choose_direct(self, _load_litellm) or False
+        return self._direct or None
+
     def _complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
-        litellm = _load_litellm()
+        direct = self._direct_transport()
         for _ in range(8):  # each pass drops a refused field; the prompt form is never refused
             key, form, top = self._plan()
+            request = self._request(messages, schema, form, top)
             try:
-                response = litellm.completion(**self._request(messages, schema, form, top))
+                if direct is not None:
+                    body = direct.complete(direct_body(request))
+                else:
+                    response = _load_litellm().completion(**request)
             except Exception as exc:
                 if self._renegotiate(key, form, top, exc):
                     continue
                 raise self._translate(exc) from None
-            return self._answer(response)
+            if direct is not None:
+                return self._answer(body, price(self.model_name, body, _load_litellm))
+            return self._answer(response, self._litellm_cost(response))
         raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
 
     async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
-        litellm = _load_litellm()
+        direct = self._direct_transport()
         for _ in range(8):
             key, form, top = self._plan()
+            request = self._request(messages, schema, form, top)
             try:
-                response = await litellm.acompletion(**self._request(messages, schema, form, top))
+                if direct is not None:
+                    body = await direct.a_complete(direct_body(request))
+                else:
+                    response = await _load_litellm().acompletion(**request)
             except Exception as exc:
                 if self._renegotiate(key, form, top, exc):
                     continue
                 raise self._translate(exc) from None
-            return self._answer(response)
+            if direct is not None:
+                return self._answer(body, price(self.model_name, body, _load_litellm))
+            return self._answer(response, self._litellm_cost(response))
         raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
-
-
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def read_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
-    """OpenAI-style ``choices[0].logprobs`` as :class:`TokenLogprob` s (None when absent)."""
-    content = _field(logprobs, "content") if logprobs is not None else None
-    if not content:
-        return None
-    tokens = []
-    for item in content:
-        token, logprob = _field(item, "token"), _field(item, "logprob")
-        if not isinstance(token, str) or not isinstance(logprob, (int, float)):
-            continue
-        top = tuple(
-            (str(_field(alt, "token")), float(_field(alt, "logprob")))
-            for alt in _field(item, "top_logprobs") or ()
-            if isinstance(_field(alt, "logprob"), (int, float))
-        )
-        tokens.append(TokenLogprob(token, float(logprob), top))
-    return tuple(tokens) or None

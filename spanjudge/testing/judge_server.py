@@ -116,6 +116,11 @@ def _tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
+class _Server(ThreadingHTTPServer):
+    # the default listen backlog (5) resets connections when a judge opens dozens at once
+    request_queue_size = 256
+
+
 class ScriptedJudgeServer:
     """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (random port)."""
 
@@ -149,7 +154,7 @@ class ScriptedJudgeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd = _Server((host, port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._started = False

@@ -1,0 +1,128 @@
+"""The direct path to OpenAI-compatible servers: when it is taken, that it answers, prices and
+fails exactly as the litellm path does, and that it survives the event loops the online loop
+opens and closes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from spanjudge.evaluators.judges import (
+    JudgeConnectionError,
+    JudgeError,
+    JudgeRateLimitError,
+    JudgeServerError,
+    LiteLLMJudge,
+)
+from spanjudge.evaluators.judges.direct import direct_body
+from spanjudge.testing import Fault, ScriptedJudgeServer
+
+
+class Reason(BaseModel):
+    reason: str
+
+
+def make(server: ScriptedJudgeServer, transport: str, **options: Any) -> LiteLLMJudge:
+    judge: LiteLLMJudge = server.judge(
+        transport=transport, timeout=10.0, backoff_base=0.01, max_backoff=0.05, **options
+    )
+    return judge
+
+
+def test_which_judges_take_the_direct_path() -> None:
+    local: dict[str, Any] = {
+        "api_base": "http://127.0.0.1:1/v1",
+        "api_key": "k",
+        "transport": "auto",
+    }
+    assert LiteLLMJudge("openai/qwen", **local)._direct_transport() is not None
+    litellm_only = {**local, "transport": "litellm"}
+    assert LiteLLMJudge("openai/qwen", **litellm_only)._direct_transport() is None
+    # an option the direct body cannot carry keeps litellm (auto) or is refused (direct)
+    assert LiteLLMJudge("openai/q", drop_params=True, **local)._direct_transport() is None
+    with pytest.raises(ValueError, match="cannot send drop_params"):
+        direct = {**local, "transport": "direct"}
+        LiteLLMJudge("openai/q", drop_params=True, **direct)._direct_transport()
+    # other providers go through litellm
+    claude = LiteLLMJudge("anthropic/claude-3-5-sonnet-20240620", transport="auto")
+    assert claude._direct_transport() is None
+    assert LiteLLMJudge("gpt-4o-mini", api_key="k", transport="auto")._direct_transport().url == (
+        "https://api.openai.com/v1/chat/completions"
+    )
+    with pytest.raises(ValueError, match="transport must be"):
+        LiteLLMJudge("openai/q", transport="grpc")
+
+
+def test_the_body_is_the_request_without_litellm_keys() -> None:
+    body = direct_body(
+        {
+            "model": "openai/qwen",
+            "messages": [],
+            "timeout": 5,
+            "num_retries": 0,
+            "max_retries": 0,
+            "api_base": "x",
+            "api_key": "secret",
+            "extra_headers": {"x": "y"},
+            "temperature": 0,
+            "max_tokens": 9,
+        }
+    )
+    assert body == {"model": "qwen", "messages": [], "temperature": 0, "max_tokens": 9}
+
+
+def test_both_paths_give_the_same_answer_tokens_and_price() -> None:
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"reason": "ok"}, schema="Reason")
+        # a model in litellm's price table, served from a base URL (a proxy, say)
+        answers = {
+            t: make(server, t, model="openai/gpt-4o-mini").generate("Why?", Reason)
+            for t in ("direct", "litellm")
+        }
+    (d_obj, d_usage), (l_obj, l_usage) = answers["direct"], answers["litellm"]
+    assert d_obj == l_obj
+    assert (d_usage.input_tokens, d_usage.output_tokens) == (
+        l_usage.input_tokens,
+        l_usage.output_tokens,
+    )
+    assert d_usage.cost is not None and d_usage.cost > 0 and d_usage.unpriced_calls == 0
+    assert d_usage.cost == pytest.approx(l_usage.cost, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        (Fault.status(429, retry_after=0), JudgeRateLimitError),
+        (Fault.status(503), JudgeServerError),
+        (Fault.status(401), JudgeError),
+    ],
+)
+def test_failures_map_to_the_same_judge_errors(fault: Fault, error: type[Exception]) -> None:
+    with ScriptedJudgeServer() as server:
+        server.add_rule(fault)
+        with pytest.raises(error) as caught:
+            make(server, "direct", max_retries=1).generate("x", Reason)
+    assert type(caught.value) is error
+    with pytest.raises(JudgeConnectionError):
+        LiteLLMJudge(
+            "openai/q", api_base="http://127.0.0.1:9/v1", transport="direct", max_retries=0
+        ).generate("x", Reason)
+
+
+def test_one_judge_across_event_loops_and_threads() -> None:
+    # the online loop runs each batch in a fresh asyncio.run(): connections of a closed loop
+    # must not be reused
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"reason": "ok"}, schema="Reason")
+        judge = make(server, "direct")
+
+        async def batch() -> list[Any]:
+            return list(await asyncio.gather(*(judge.a_generate("x", Reason) for _ in range(5))))
+
+        for _ in range(3):
+            assert len(asyncio.run(batch())) == 5
+        assert judge.generate("x", Reason)[0].reason == "ok"  # and the sync client
+        assert len(server.requests) == 16
