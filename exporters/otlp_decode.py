@@ -32,6 +32,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from spanjudge.exporters.otlp_wire import WireSpan, split_request
 from spanjudge.exporters.records import LogEvent, SpanEvent, SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -110,20 +111,35 @@ def _hex_id(raw: bytes, size: int, what: str, *, optional: bool = False) -> str 
     return raw.hex()
 
 
+class ReceivedSpans(list[SpanRecord]):
+    """Decoded spans with, in ``wire``, each one's protobuf bytes as received (same order)."""
+
+    def __init__(self, records: list[SpanRecord], wire: list[WireSpan]) -> None:
+        super().__init__(records)
+        self.wire = wire
+
+
 def records_from_request(
-    request: ExportTraceServiceRequest, rejected: list[str] | None = None
+    request: ExportTraceServiceRequest,
+    rejected: list[str] | None = None,
+    wire: list[WireSpan] | None = None,
 ) -> list[SpanRecord]:
     """Flatten a decoded request into :class:`SpanRecord` objects, validating ids.
 
     A span with an invalid id raises :class:`OtlpDecodeError`, unless ``rejected`` is a list:
     then the span is skipped and the reason appended (for an OTLP partial-success answer).
+    ``wire``: the request's spans as bytes (:func:`split_request`); the answer is then a
+    :class:`ReceivedSpans` keeping those of the spans decoded.
     """
     records: list[SpanRecord] = []
+    kept: list[WireSpan] = []
+    index = 0
     for rs in request.resource_spans:
         resource = _attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             scope_name = ss.scope.name if ss.HasField("scope") else None
             for span in ss.spans:
+                index += 1
                 try:
                     record = _record(span, resource, scope_name)
                 except OtlpDecodeError as exc:
@@ -132,7 +148,9 @@ def records_from_request(
                     rejected.append(str(exc))
                     continue
                 records.append(record)
-    return records
+                if wire is not None:
+                    kept.append(wire[index - 1])
+    return records if wire is None else ReceivedSpans(records, kept)
 
 
 def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> SpanRecord:
@@ -170,17 +188,21 @@ def _parse_protobuf(body: bytes, request: _Request) -> _Request:
     return request
 
 
-def decode_protobuf(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
-    """Decode a binary ``ExportTraceServiceRequest`` (``rejected``: see records_from_request)."""
+def decode_protobuf(
+    body: bytes, *, rejected: list[str] | None = None, keep_bytes: bool = False
+) -> list[SpanRecord]:
+    """Decode a binary ``ExportTraceServiceRequest`` (``rejected``: see records_from_request;
+    ``keep_bytes``: answer :class:`ReceivedSpans`, each span's bytes kept as received)."""
     request = _parse_protobuf(body, ExportTraceServiceRequest())
-    return _records_or_error(request, rejected)
+    return _records_or_error(request, rejected, body if keep_bytes else None)
 
 
 def _records_or_error(
-    request: ExportTraceServiceRequest, rejected: list[str] | None
+    request: ExportTraceServiceRequest, rejected: list[str] | None, body: bytes | None = None
 ) -> list[SpanRecord]:
     try:
-        return records_from_request(request, rejected)
+        wire = split_request(body) if body is not None else None
+        return records_from_request(request, rejected, wire)
     except OtlpDecodeError:
         raise
     except (RecursionError, ValueError, TypeError) as exc:
@@ -243,20 +265,28 @@ def _parse_json(body: bytes, request: _Request) -> _Request:
     return request
 
 
-def decode_json(body: bytes, *, rejected: list[str] | None = None) -> list[SpanRecord]:
+def decode_json(
+    body: bytes, *, rejected: list[str] | None = None, keep_bytes: bool = False
+) -> list[SpanRecord]:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, lowerCamelCase or proto field
-    names, int64 as strings or numbers, enums as ints or names)."""
-    return _records_or_error(_parse_json(body, ExportTraceServiceRequest()), rejected)
+    names, int64 as strings or numbers, enums as ints or names); ``keep_bytes``: as in
+    :func:`decode_protobuf`, the bytes being the spans' protobuf encoding."""
+    request = _parse_json(body, ExportTraceServiceRequest())
+    return _records_or_error(request, rejected, request.SerializeToString() if keep_bytes else None)
 
 
 def decode_traces(
-    body: bytes, content_type: str, *, rejected: list[str] | None = None
+    body: bytes,
+    content_type: str,
+    *,
+    rejected: list[str] | None = None,
+    keep_bytes: bool = False,
 ) -> list[SpanRecord]:
     """Decode by media type (``application/x-protobuf`` or ``application/json``)."""
     if content_type == PROTOBUF:
-        return decode_protobuf(body, rejected=rejected)
+        return decode_protobuf(body, rejected=rejected, keep_bytes=keep_bytes)
     if content_type == JSON:
-        return decode_json(body, rejected=rejected)
+        return decode_json(body, rejected=rejected, keep_bytes=keep_bytes)
     raise OtlpDecodeError(f"unsupported content type {content_type!r}")
 
 

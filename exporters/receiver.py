@@ -30,7 +30,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from google.protobuf import json_format
@@ -137,6 +137,12 @@ _TRACES = _Signal(
     ExportTraceServiceResponse,
     "rejected_spans",
 )
+_TRACES_WITH_BYTES = replace(
+    _TRACES,
+    decode=lambda body, media, rejected: decode_traces(
+        body, media, rejected=rejected, keep_bytes=True
+    ),
+)
 _LOGS = _Signal("log records", _decode_logs, ExportLogsServiceResponse, "rejected_log_records")
 
 
@@ -200,10 +206,13 @@ def create_receiver_app(
     telemetry: Telemetry | None = None,
     metrics_app: Any = None,
     feedback_sink: Callable[[bytes], dict[str, Any]] | None = None,
+    keep_span_bytes: bool = False,
 ) -> Starlette:
     """Build the receiver's ASGI app; ``sink(records)`` (spans) and ``log_sink(events)`` (GenAI
     content events from ``/v1/logs``, served only when given) run in a worker thread per request;
     so does ``feedback_sink`` (``POST /v1/feedback``, :mod:`~spanjudge.exporters.feedback_route`).
+    ``keep_span_bytes`` (enrich mode): the sink gets a
+    :class:`~spanjudge.exporters.otlp_decode.ReceivedSpans` with each span's bytes.
 
     Example::
 
@@ -212,6 +221,7 @@ def create_receiver_app(
         app = create_receiver_app(sink=received.extend, log_sink=events.extend)
     """
     expected = bearer_token.encode() if bearer_token else None
+    spans_signal = _TRACES_WITH_BYTES if keep_span_bytes else _TRACES
 
     def check_auth(request: Request) -> None:
         if expected is None:
@@ -271,7 +281,9 @@ def create_receiver_app(
             )
             if records:
                 try:
-                    await run_in_threadpool(store, list(records))
+                    # (a list already, maybe a ReceivedSpans with the spans' bytes: kept)
+                    batch = records if isinstance(records, list) else list(records)
+                    await run_in_threadpool(store, batch)
                 except Backpressure as exc:
                     raise Rejected(
                         503, str(exc), {"Retry-After": _retry_after(exc.retry_after)}
@@ -291,11 +303,11 @@ def create_receiver_app(
             response.headers.update(reject.headers)
             return response
         # the span counter counts spans only; log requests are counted by code and encoding
-        answer(200, media, encoding, len(records) if signal is _TRACES else 0)
+        answer(200, media, encoding, len(records) if signal is spans_signal else 0)
         return signal.success(media, rejected)
 
     async def traces(request: Request) -> Response:
-        return await export(request, _TRACES, sink)
+        return await export(request, spans_signal, sink)
 
     async def logs(request: Request) -> Response:
         assert log_sink is not None  # routed only when given

@@ -157,6 +157,7 @@ class Worker:
                 metrics=[rule.metric.name for rule in self.rules],
                 stored=self._send_label,
             ),
+            keep_span_bytes=self.enricher is not None,  # forwarded as received
         )
 
     def _send_label(self, label: Any) -> None:

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter
 from tenacity import wait_exponential
 
 from spanjudge.evaluators.backoff import delay_after
@@ -43,8 +43,10 @@ from spanjudge.evaluators.online.sampler import is_sampled
 from spanjudge.evaluators.online.targets import span_kind
 from spanjudge.exporters.convert import to_readable_span
 from spanjudge.exporters.evaluation_result import score_attributes
+from spanjudge.exporters.otlp_wire import WireSpan, request_body, with_attributes
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store.base import Outbox, OutboxEntry
+from spanjudge.exporters.span_forward import bytes_sender
+from spanjudge.exporters.store.base import Outbox, OutboxEntry, OutboxItem
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
@@ -55,6 +57,29 @@ logger = logging.getLogger("spanjudge.enrich")
 
 # Seconds between two warnings about a failing backend, so an outage does not flood the log.
 _WARN_EVERY = 30.0
+
+
+def request_of(items: Sequence[OutboxItem]) -> bytes:
+    """One serialized OTLP request of the items' spans: bytes as received, a held span's
+    scores appended as attributes; entries stored without bytes are rebuilt and encoded."""
+    held: list[tuple[bytes, bytes]] = []
+    bodies: list[bytes] = []
+    rebuilt = []
+    for item in items:
+        extra = score_attributes(item.results) if item.results else {}
+        if item.payload is None:
+            if item.span is not None:
+                rebuilt.append(to_readable_span(item.span, extra))
+        elif item.envelope is None:
+            bodies.append(item.payload)  # pass-through spans, a request body already
+        else:
+            held.append((item.envelope, with_attributes(item.payload, extra)))
+    if rebuilt:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        bodies.append(encode_spans(rebuilt).SerializeToString())
+    # serialized requests concatenate into one request holding all their spans
+    return request_body(held) + b"".join(bodies)
 
 
 class Enricher:
@@ -93,6 +118,7 @@ class Enricher:
         self.span_rules = [r for r in rules if r.target != "conversation"]
         self.store = store
         self.span_exporter = span_exporter
+        self._send_bytes = bytes_sender(span_exporter)
         self.max_hold_seconds = max_hold_seconds
         self.telemetry = telemetry
         self.clock = clock
@@ -135,17 +161,27 @@ class Enricher:
         return False
 
     def outbox_entries(self, spans: Sequence[SpanRecord], now: float) -> list[OutboxEntry]:
-        """One entry per span: held until ``now + max_hold_seconds`` or due at ``now``."""
+        """One entry per span: held until ``now + max_hold_seconds`` or due at ``now``; with
+        the span's bytes as received when ``spans`` is a
+        :class:`~spanjudge.exporters.otlp_decode.ReceivedSpans`."""
         hold_until = now + self.max_hold_seconds
+        wire: Sequence[WireSpan | None] = getattr(spans, "wire", None) or [None] * len(spans)
         entries = []
-        for span in spans:
+        for span, raw in zip(spans, wire, strict=True):
             try:
-                hold = self.holds(span)
+                hold = self.holds(span) if self.span_rules else False
             except Exception:  # one odd span must not refuse the whole request
                 logger.debug("hold decision failed for span %s", span.span_id, exc_info=True)
                 hold = False
             entries.append(
-                OutboxEntry(span.trace_id, span.span_id, hold, hold_until if hold else now)
+                OutboxEntry(
+                    span.trace_id,
+                    span.span_id,
+                    hold,
+                    hold_until if hold else now,
+                    raw.span if raw is not None else None,
+                    raw.envelope if raw is not None else None,
+                )
             )
         return entries
 
@@ -187,40 +223,55 @@ class Enricher:
             )
         if not claim.items:
             return len(claim.missing)
-        spans = []
-        for item in claim.items:
-            extra = score_attributes(item.results) if item.results else None
-            spans.append(to_readable_span(item.span, extra))
-        try:
-            result = self.span_exporter.export(spans)
-        except Exception:
-            logger.debug("span export raised", exc_info=True)
-            result = SpanExportResult.FAILURE
-        ids = [item.entry_id for item in claim.items]
-        if result is SpanExportResult.SUCCESS:
-            self.store.mark_forwarded(ids, now=self.clock())
-            held = sum(1 for item in claim.items if item.hold)
-            self.forwarded += len(ids)
-            self.forwarded_held += held
-            if self.telemetry is not None:
-                self.telemetry.record_enrich_forwarded(held, held=True)
-                self.telemetry.record_enrich_forwarded(len(ids) - held, held=False)
-        else:
-            attempts = max(item.attempts for item in claim.items)
-            delay = delay_after(self._backoff, attempts)
-            self.store.retry_outbox(ids, retry_at=self.clock() + delay)
-            self.failed += len(ids)
-            if self.telemetry is not None:
-                self.telemetry.record_enrich_forward_failed(len(ids))
-            if time.monotonic() - self._last_warning >= _WARN_EVERY:
-                self._last_warning = time.monotonic()
-                logger.warning(
-                    "forwarding %d spans to the backend failed; they stay in the outbox and are "
-                    "sent again in %.0f s",
-                    len(ids),
-                    delay,
-                )
+        items = claim.items
+        while items:
+            count = end = 0
+            while end < len(items) and count < self.batch_size:  # at most batch_size spans
+                count += items[end].spans
+                end += 1
+            chunk, items = items[:end], items[end:]
+            if not self._send(chunk):
+                if items:  # the backend refuses: the rest waits for the same backoff
+                    self._give_back(items, count=sum(item.spans for item in items))
+                break
         return len(claim.items) + len(claim.missing)
+
+    def _send(self, items: Sequence[OutboxItem]) -> bool:
+        try:
+            body = request_of(items)
+            ok = self._send_bytes(body)
+        except Exception:
+            logger.debug("span forward raised", exc_info=True)
+            ok = False
+        ids = [item.entry_id for item in items]
+        count = sum(item.spans for item in items)
+        if not ok:
+            self._give_back(items, count=count)
+            return False
+        self.store.mark_forwarded(ids, now=self.clock())
+        held = sum(item.spans for item in items if item.hold)
+        self.forwarded += count
+        self.forwarded_held += held
+        if self.telemetry is not None:
+            self.telemetry.record_enrich_forwarded(held, held=True)
+            self.telemetry.record_enrich_forwarded(count - held, held=False)
+        return True
+
+    def _give_back(self, items: Sequence[OutboxItem], *, count: int) -> None:
+        attempts = max(item.attempts for item in items)
+        delay = delay_after(self._backoff, attempts)
+        self.store.retry_outbox([item.entry_id for item in items], retry_at=self.clock() + delay)
+        self.failed += count
+        if self.telemetry is not None:
+            self.telemetry.record_enrich_forward_failed(count)
+        if time.monotonic() - self._last_warning >= _WARN_EVERY:
+            self._last_warning = time.monotonic()
+            logger.warning(
+                "forwarding %d spans to the backend failed; they stay in the outbox and are "
+                "sent again in %.0f s",
+                count,
+                delay,
+            )
 
     def drain(self, timeout: float = 10.0) -> int:
         """Forward what is due now until nothing is left or ``timeout`` passed (entries that

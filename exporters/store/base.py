@@ -89,24 +89,36 @@ class OutboxEntry:
 
     ``hold``: a rule picked the span for evaluation, so it waits for its scores until
     ``release_at`` (arrival + ``max_hold_seconds``); otherwise ``release_at`` is the arrival
-    time and the span goes out at once.
+    time and the span goes out at once. ``span`` and ``envelope``: the span's protobuf bytes
+    as received and its resource and scope (:class:`~spanjudge.exporters.otlp_wire.WireSpan`),
+    forwarded as they are; without them the span is rebuilt from the store. The spans of one
+    write that pass through with their bytes share one entry.
     """
 
     trace_id: str
     span_id: str
     hold: bool
     release_at: float
+    span: bytes | None = None
+    envelope: bytes | None = None
 
 
 @dataclass
 class OutboxItem:
-    """A claimed outbox entry with its span and, for held spans, the span's own results."""
+    """A claimed outbox entry, for held spans with the span's own results. ``payload``: one
+    span's bytes with its ``envelope``, or (no envelope) an OTLP request body of ``spans``
+    pass-through spans; without payload, ``span`` is the stored span."""
 
     entry_id: int
-    span: SpanRecord
+    span: SpanRecord | None
     hold: bool
     attempts: int
     results: list[EvaluationRecord] = field(default_factory=list)
+    trace_id: str = ""
+    span_id: str = ""
+    payload: bytes | None = None
+    envelope: bytes | None = None
+    spans: int = 1
 
 
 @dataclass

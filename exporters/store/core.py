@@ -51,7 +51,11 @@ class SqlCore(ABC):
         "id_pk": "INTEGER PRIMARY KEY",
         "real": "REAL",
         "bigint": "INTEGER",
+        "blob": "BLOB",
     }
+    #: a condition on a row true when this transaction inserted it ("" where the write lock
+    #: serialises writers, so a look before inserting tells: SQLite)
+    inserted_here = ""
 
     def __init__(self) -> None:
         self._sql_cache: dict[str, str] = {}

@@ -9,16 +9,94 @@ Example::
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from spanjudge.exporters.store.base import OutboxClaim, OutboxItem
-from spanjudge.exporters.store.core import SqlCore
-from spanjudge.exporters.store.rows import SPAN_COLUMNS_S, record_from_json, span_from_row
+from spanjudge.exporters.otlp_wire import request_body
+from spanjudge.exporters.store.base import OutboxClaim, OutboxEntry, OutboxItem
+from spanjudge.exporters.store.core import Cursor, SqlCore
+from spanjudge.exporters.store.rows import (
+    SPAN_COLUMNS_S,
+    clean_text,
+    record_from_json,
+    span_from_row,
+)
 from spanjudge.exporters.store.schema import OPEN_JOBS
+
+Key = tuple[str, str]
+_CHUNK = 500  # ids per IN (...) list
 
 
 class OutboxQueries(SqlCore):
     """:class:`~spanjudge.exporters.store.base.Outbox` over the shared SQL core."""
+
+    # ------------------------------------------------------------------ writing (write_spans)
+    def _stored_keys(self, cur: Cursor, keys: Sequence[Key], *, here: bool) -> set[Key]:
+        """Which of ``keys`` are stored spans (``here``: inserted by this transaction)."""
+        traces = sorted({trace_id for trace_id, _ in keys})
+        found: set[Key] = set()
+        extra = f" AND {self.inserted_here}" if here else ""
+        for i in range(0, len(traces), _CHUNK):
+            part = traces[i : i + _CHUNK]
+            marks = ", ".join("?" * len(part))
+            cur.execute(
+                self.q(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks}){extra}"),
+                part,
+            )
+            found.update((row[0], row[1]) for row in cur.fetchall())
+        return found
+
+    def outbox_known(self, cur: Cursor, entries: Sequence[OutboxEntry]) -> set[Key] | None:
+        """Before the spans are inserted: the entries' spans already stored (SQLite, where the
+        write lock makes this exact), or None (PostgreSQL asks afterwards, by row version)."""
+        if self.inserted_here or not entries:
+            return None
+        return self._stored_keys(cur, [(e.trace_id, e.span_id) for e in entries], here=False)
+
+    def write_outbox(
+        self, cur: Cursor, entries: Sequence[OutboxEntry], known: set[Key] | None
+    ) -> None:
+        """After the spans: an entry for each span this write stored for the first time (a
+        re-delivered span is forwarded once). Held spans get an entry each; pass-through spans
+        with their bytes share one entry holding their request body."""
+        keys = [(e.trace_id, e.span_id) for e in entries]
+        fresh = self._stored_keys(cur, keys, here=True) if known is None else set(keys) - known
+        rows: list[tuple[Any, ...]] = []
+        passing: list[tuple[bytes, bytes]] = []
+        release_at = None
+        for entry, key in zip(entries, keys, strict=True):
+            if key not in fresh:
+                continue
+            fresh.discard(key)  # a span twice in one request goes out once
+            if not entry.hold and entry.span is not None and entry.envelope is not None:
+                passing.append((entry.envelope, entry.span))
+                release_at = entry.release_at
+                continue
+            rows.append(
+                (
+                    clean_text(entry.trace_id),
+                    clean_text(entry.span_id),
+                    1 if entry.hold else 0,
+                    entry.release_at,
+                    entry.span,
+                    entry.envelope,
+                    1,
+                )
+            )
+        if passing:
+            batch_id = f"batch:{uuid.uuid4().hex}"
+            rows.append(("", batch_id, 0, release_at, request_body(passing), None, len(passing)))
+        if rows:
+            # once ever per span: held entries are keyed by their span
+            cur.executemany(
+                self.q(
+                    "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, envelope,"
+                    " spans) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (trace_id, span_id) DO NOTHING"
+                ),
+                sorted(rows, key=lambda row: (row[0], row[1])),
+            )
 
     def release_held(self, *, now: float) -> int:
         with self.transaction() as cur:
@@ -45,28 +123,45 @@ class OutboxQueries(SqlCore):
             " AND release_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)"
             f" ORDER BY release_at LIMIT ?{self.claim_lock})"
             " UPDATE outbox SET lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1"
-            " WHERE entry_id IN (SELECT entry_id FROM picked) RETURNING entry_id"
+            " WHERE entry_id IN (SELECT entry_id FROM picked) RETURNING entry_id, hold,"
+            " attempts, trace_id, span_id, payload, envelope, spans, release_at"
         )
         with self.transaction() as cur:
             cur.execute(self.q(sql), (now, now, limit, owner, now + lease_seconds))
-            claimed = {int(row[0]) for row in cur.fetchall()}
-            if not claimed:
+            rows = sorted(cur.fetchall(), key=lambda row: (row[8], row[0]))
+            if not rows:
                 return OutboxClaim([], [])
-            ids = sorted(claimed)
-            marks = ", ".join("?" * len(ids))
-            cur.execute(
-                self.q(
-                    f"SELECT o.entry_id, o.hold, o.attempts, {SPAN_COLUMNS_S} FROM outbox o"
-                    " JOIN spans s ON s.trace_id = o.trace_id AND s.span_id = o.span_id"
-                    f" WHERE o.entry_id IN ({marks}) ORDER BY o.release_at, o.entry_id"
-                ),
-                ids,
-            )
+            claimed = {int(row[0]) for row in rows}
             items = [
-                OutboxItem(int(row[0]), span_from_row(row[3:]), bool(row[1]), int(row[2]))
-                for row in cur.fetchall()
+                OutboxItem(
+                    int(row[0]),
+                    None,
+                    bool(row[1]),
+                    int(row[2]),
+                    trace_id=row[3],
+                    span_id=row[4],
+                    payload=bytes(row[5]) if row[5] is not None else None,
+                    envelope=bytes(row[6]) if row[6] is not None else None,
+                    spans=int(row[7]),
+                )
+                for row in rows
             ]
-            held = {(item.span.trace_id, item.span.span_id): item for item in items if item.hold}
+            rebuild = [item for item in items if item.payload is None]
+            if rebuild:  # entries written before payloads were kept: read their spans
+                marks = ", ".join("?" * len(rebuild))
+                cur.execute(
+                    self.q(
+                        f"SELECT o.entry_id, {SPAN_COLUMNS_S} FROM outbox o"
+                        " JOIN spans s ON s.trace_id = o.trace_id AND s.span_id = o.span_id"
+                        f" WHERE o.entry_id IN ({marks})"
+                    ),
+                    [item.entry_id for item in rebuild],
+                )
+                spans = {int(row[0]): span_from_row(row[1:]) for row in cur.fetchall()}
+                for item in rebuild:
+                    item.span = spans.get(item.entry_id)
+                items = [item for item in items if item.payload is not None or item.span]
+            held = {(item.trace_id, item.span_id): item for item in items if item.hold}
             traces = sorted({trace_id for trace_id, _ in held})
             if traces:
                 marks = ", ".join("?" * len(traces))
@@ -79,9 +174,9 @@ class OutboxQueries(SqlCore):
                 )
                 for row in cur.fetchall():
                     record = record_from_json(row[0])
-                    item = held.get((record.trace_id or "", record.span_id or ""))
-                    if item is not None:
-                        item.results.append(record)
+                    scored = held.get((record.trace_id or "", record.span_id or ""))
+                    if scored is not None:
+                        scored.results.append(record)
         found = {item.entry_id for item in items}
         return OutboxClaim(items, sorted(claimed - found))
 

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from spanjudge.exporters.store.base import LEASED, PENDING
 from spanjudge.exporters.store.core import Cursor, wall
 
-# Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits.
+# Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits,
+# {blob} bytes.
 # Migrations are append-only: version N is MIGRATIONS[N - 1]; a release that changes the schema
 # adds a list of statements, and every database catches up at start-up.
 MIGRATIONS: list[list[str]] = [
@@ -186,6 +187,15 @@ MIGRATIONS: list[list[str]] = [
             created_at {real} NOT NULL,
             hits INTEGER NOT NULL DEFAULT 0)""",
         "CREATE INDEX IF NOT EXISTS judge_cache_created ON judge_cache (created_at)",
+    ],
+    [
+        # Enrich mode forwards spans as they arrived: payload is a held span's protobuf bytes
+        # (envelope: its resource and scope, see exporters/otlp_wire.py), or for an entry of
+        # many pass-through spans (span_id 'batch:...', spans > 1) a whole OTLP request body.
+        # Entries without payload (written before this version) are rebuilt from the spans.
+        "ALTER TABLE outbox ADD COLUMN payload {blob}",
+        "ALTER TABLE outbox ADD COLUMN envelope {blob}",
+        "ALTER TABLE outbox ADD COLUMN spans INTEGER NOT NULL DEFAULT 1",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,18 +16,19 @@ from collections.abc import Sequence
 
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, OutboxEntry
-from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.core import wall
+from spanjudge.exporters.store.outbox import OutboxQueries
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS,
     SPAN_TYPES,
-    clean_text,
     span_from_row,
     span_row,
 )
 
 
-class SpanQueries(SqlCore):
-    """:class:`~spanjudge.exporters.store.base.SpanLog` over the shared SQL core."""
+class SpanQueries(OutboxQueries):
+    """:class:`~spanjudge.exporters.store.base.SpanLog` over the shared SQL core (with the
+    enrich-mode outbox entries a write may carry)."""
 
     def write_spans(
         self,
@@ -53,6 +54,7 @@ class SpanQueries(SqlCore):
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
         with self.transaction() as cur:
+            known = self.outbox_known(cur, outbox) if outbox else None
             self.insert_rows(
                 cur,
                 f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
@@ -79,22 +81,7 @@ class SpanQueries(SqlCore):
                     f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
                 )
             if outbox:
-                # once ever per span: a re-delivered span (a client retry) is not sent twice
-                cur.executemany(
-                    self.q(
-                        "INSERT INTO outbox (trace_id, span_id, hold, release_at)"
-                        " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id, span_id) DO NOTHING"
-                    ),
-                    sorted(
-                        (
-                            clean_text(e.trace_id),
-                            clean_text(e.span_id),
-                            1 if e.hold else 0,
-                            e.release_at,
-                        )
-                        for e in outbox
-                    ),
-                )
+                self.write_outbox(cur, outbox, known)
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
         rows = self.select(

@@ -33,8 +33,8 @@ class StatsQueries(SqlCore):
             out.unplanned_conversations = int(cur.fetchone()[0])
             cur.execute(
                 self.q(
-                    "SELECT COALESCE(SUM(CASE WHEN release_at > ? THEN 1 ELSE 0 END), 0),"
-                    " COALESCE(SUM(CASE WHEN release_at <= ? THEN 1 ELSE 0 END), 0)"
+                    "SELECT COALESCE(SUM(CASE WHEN release_at > ? THEN spans ELSE 0 END), 0),"
+                    " COALESCE(SUM(CASE WHEN release_at <= ? THEN spans ELSE 0 END), 0)"
                     " FROM outbox WHERE forwarded_at IS NULL"
                 ),
                 (now, now),

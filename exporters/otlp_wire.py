@@ -1,0 +1,168 @@
+"""OTLP trace requests at the wire level: each span's protobuf bytes as received, and requests
+put together again from them, so enrich mode forwards spans without decoding and re-encoding.
+
+Protobuf concatenates: two serialized messages of one type, one after the other, parse as one
+message whose repeated fields hold both lists. So a request is rebuilt by concatenating its
+pieces, and attributes are added to a span by appending ``KeyValue`` fields to its bytes: the
+span's own bytes are sent unchanged (links, trace state, flags, dropped counts, unknown fields).
+
+Example::
+
+    spans = split_request(body)          # one WireSpan per span, in the order of the body
+    one = spans[0]
+    body = request_body([(one.envelope, with_attributes(one.span, {"k": 1.0}))])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+__all__ = ["WireSpan", "request_body", "split_request", "with_attributes"]
+
+# Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans,
+# ScopeSpans.spans (each 1, 2, 2, length-delimited).
+_RESOURCE_SPANS = 1
+_SCOPE_SPANS = 2
+_SPANS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class WireSpan:
+    """A received span: ``span``, its ``Span`` message as it arrived; ``envelope``, its resource
+    and scope (every other field of its ``ResourceSpans`` and ``ScopeSpans``), shared by the
+    spans of one scope."""
+
+    span: bytes
+    envelope: bytes
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _skip(data: bytes, pos: int, wire: int, number: int) -> int:
+    """Where the value of a field (already past its key) ends."""
+    if wire == 0:
+        return _varint(data, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    if wire == 2:
+        size, pos = _varint(data, pos)
+        return pos + size
+    if wire == 3:  # a group (an unknown field from an old sender): up to its end marker
+        while True:
+            key, pos = _varint(data, pos)
+            if key & 7 == 4:
+                if key >> 3 != number:
+                    raise ValueError("mismatched protobuf group end")
+                return pos
+            pos = _skip(data, pos, key & 7, key >> 3)
+    raise ValueError(f"invalid protobuf wire type {wire}")
+
+
+def _message(data: bytes, number: int) -> tuple[bytes, list[bytes]]:
+    """Split one message: (every field but ``number``, the payloads of field ``number``)."""
+    rest: list[bytes] = []
+    inner: list[bytes] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        start = pos
+        key, pos = _varint(data, pos)
+        if key == (number << 3 | 2):
+            size, pos = _varint(data, pos)
+            inner.append(data[pos : pos + size])
+            pos += size
+        else:
+            pos = _skip(data, pos, key & 7, key >> 3)
+            rest.append(data[start:pos])
+    return b"".join(rest), inner
+
+
+def split_request(body: bytes) -> list[WireSpan]:
+    """Every span of a serialized ``ExportTraceServiceRequest``, in the order a parser lists
+    them (resource by resource, scope by scope), with its envelope. ``body`` must already have
+    parsed as a request (the receiver decodes it first)."""
+    out: list[WireSpan] = []
+    _, resources = _message(body, _RESOURCE_SPANS)
+    for resource in resources:
+        resource_head, scopes = _message(resource, _SCOPE_SPANS)
+        prefix = _encode_varint(len(resource_head)) + resource_head
+        for scope in scopes:
+            scope_head, spans = _message(scope, _SPANS)
+            envelope = prefix + scope_head
+            out.extend(WireSpan(span, envelope) for span in spans)
+    return out
+
+
+def _delimited(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def request_body(spans: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A serialized ``ExportTraceServiceRequest`` of ``(envelope, span bytes)`` pairs; spans
+    sharing an envelope go in one ``ScopeSpans``, in the order given."""
+    groups: dict[bytes, list[bytes]] = {}
+    for envelope, span in spans:
+        groups.setdefault(envelope, []).append(span)
+    parts = []
+    for envelope, members in groups.items():
+        size, pos = _varint(envelope, 0)
+        resource_head, scope_head = envelope[pos : pos + size], envelope[pos + size :]
+        scope = scope_head + b"".join(_delimited(_SPANS, span) for span in members)
+        parts.append(_delimited(_RESOURCE_SPANS, resource_head + _delimited(_SCOPE_SPANS, scope)))
+    return b"".join(parts)
+
+
+def _any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, Sequence):
+        out = AnyValue()
+        out.array_value.values.extend(_any_value(v) for v in value)
+        return out
+    raise TypeError(f"attribute value {value!r} is not an OTel attribute type")
+
+
+def with_attributes(span: bytes, attributes: Mapping[str, Any]) -> bytes:
+    """``span`` (a serialized ``Span``) with ``attributes`` appended after its own; a key the
+    span already has is replaced (the span is then parsed and serialized once)."""
+    if not attributes:
+        return span
+    extra = Span(attributes=[KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()])
+    if not any(key.encode() in span for key in attributes):
+        return span + extra.SerializeToString()
+    message = Span.FromString(span)
+    kept = [kv for kv in message.attributes if kv.key not in attributes]
+    del message.attributes[:]
+    message.attributes.extend(kept)
+    message.MergeFrom(extra)
+    return message.SerializeToString()
