@@ -44,6 +44,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_DIR = HERE / "peers"
 GOAL_RATIO = 1.3
+# Every kind @observe has (spanjudge.tracer.attributes.KINDS); run_spanjudge.py times each.
+OBSERVE_KINDS = ("agent", "llm", "retriever", "tool", "chain")
 
 # name -> (runner script, extra args, venv name under bench-envs or None for this interpreter)
 SPANJUDGE_RUNNERS: dict[str, tuple[str, list[str]]] = {
@@ -376,7 +378,7 @@ def report(args: argparse.Namespace, info: dict[str, Any], children: list[Child]
                     ratio(overhead_of(summary, f"observe_{kind}"), raw)
                 ),
             }
-            for kind in ("llm", "retriever")
+            for kind in OBSERVE_KINDS
         }
         ratios[mode]["hand_written_genai_over_raw_otel"] = ratio(
             overhead_of(summary, "raw_otel_genai_attrs"), raw

@@ -102,9 +102,10 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     errors: dict[str, str] = {}
     try:
         from spanjudge import observe
+        from spanjudge.tracer.attributes import KINDS
 
-        variants["observe_llm"] = observe(kind="llm")(_harness.trivial)
-        variants["observe_retriever"] = observe(kind="retriever")(_harness.trivial)
+        for kind in KINDS:  # every kind the decorator has
+            variants[f"observe_{kind}"] = observe(kind=kind)(_harness.trivial)
     except Exception as exc:  # the tracer not being there yet is a result to report
         errors["observe"] = repr(exc)
     return _harness.Setup(
