@@ -19,7 +19,9 @@ class MonitorConfig:
     * ``interval_seconds``: between two ticks of the scheduler;
     * ``settle_seconds``: a trace is settled once its root ended and no span arrived for this
       long; ``idle_seconds``: a conversation is idle after this long without a new span;
-    * ``concurrency``: evaluations run at once; ``batch_size``: jobs claimed per claim;
+    * ``concurrency``: evaluations run at once; ``batch_size``: the most jobs claimed at once
+      (a claim never takes more than the free evaluation slots: a job is claimed when a slot
+      frees, so leased jobs do not wait behind others);
     * ``lease_seconds``: how long a claimed job is ours before another evaluator may take it
       (a crash costs at most this much delay); it also ages results before they are re-sent;
     * ``max_attempts`` / ``retry_delay_seconds``: transient judge failures (timeouts, 429, 5xx,

@@ -243,22 +243,39 @@ class Monitor:
         return report
 
     def _drain(self, report: TickReport, progress: Callable[[int], None] | None = None) -> None:
-        """Claim and run batches of jobs until none is left (or stop() was called)."""
-        while not self._stopping.is_set():
-            jobs = self.store.claim_jobs(
-                owner=self.owner,
-                limit=self.config.batch_size,
-                lease_seconds=self.config.lease_seconds,
-                now=self.clock(),
-            )
-            if not jobs:
+        """Run jobs until none is left (or stop() was called): a job is claimed as soon as an
+        evaluation slot frees, so one slow evaluation never holds the other slots idle (waiting
+        for a whole batch to finish cost a third of the judge's capacity with 1-2 calls per
+        evaluation)."""
+        asyncio.run(self._pool(report, progress))
+        if self.delivery is not None:
+            self.delivery.mark_confirmed(self.clock(), wait=self.config.flush_timeout_seconds)
+
+    async def _pool(self, report: TickReport, progress: Callable[[int], None] | None) -> None:
+        config = self.config
+        running: set[asyncio.Task[None]] = set()
+        while True:
+            free = config.concurrency - len(running)
+            if free > 0 and not self._stopping.is_set():
+                jobs = self.store.claim_jobs(
+                    owner=self.owner,
+                    limit=min(free, config.batch_size),
+                    lease_seconds=config.lease_seconds,
+                    now=self.clock(),
+                )
+                report.claimed += len(jobs)
+                running.update(asyncio.create_task(self.runner.run_job(j, report)) for j in jobs)
+            if not running:
                 return
-            report.claimed += len(jobs)
-            asyncio.run(self.runner.run(jobs, report))
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # a store failure ends the tick, as before
+            if self.emitter is not None:
+                self.emitter.force_flush(0)  # send the new scores now, without waiting
             if self.delivery is not None:
-                self.delivery.mark_confirmed(self.clock(), wait=self.config.flush_timeout_seconds)
+                self.delivery.mark_confirmed(self.clock(), wait=0)
             if progress is not None:
-                progress(len(jobs))
+                progress(len(done))
 
     # ------------------------------------------------------------------ queries
     def results(self, **query: Any) -> list[EvaluationRecord]:
