@@ -10,7 +10,8 @@ Example::
 
     spans = split_request(body)          # one WireSpan per span, in the order of the body
     one = spans[0]
-    body = request_body([(one.envelope, with_attributes(one.span, {"k": 1.0}))])
+    scored = frame(with_attributes(unframe(one.span), {"k": 1.0}))
+    body = request_body([(one.envelope, scored)])
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-__all__ = ["WireSpan", "request_body", "split_request", "with_attributes"]
+__all__ = ["WireSpan", "frame", "request_body", "split_request", "unframe", "with_attributes"]
 
 # Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans,
 # ScopeSpans.spans (each 1, 2, 2, length-delimited).
@@ -33,9 +34,10 @@ _SPANS = 2
 
 @dataclass(frozen=True, slots=True)
 class WireSpan:
-    """A received span: ``span``, its ``Span`` message as it arrived; ``envelope``, its resource
-    and scope (every other field of its ``ResourceSpans`` and ``ScopeSpans``), shared by the
-    spans of one scope."""
+    """A received span: ``span``, its ``Span`` message as it arrived, framed as a field of
+    ``ScopeSpans`` (:func:`unframe` gives the message); ``envelope``, its resource and scope
+    (every other field of its ``ResourceSpans`` and ``ScopeSpans``), shared by the spans of one
+    scope."""
 
     span: bytes
     envelope: bytes
@@ -84,7 +86,8 @@ def _skip(data: bytes, pos: int, wire: int, number: int) -> int:
 
 
 def _message(data: bytes, number: int) -> tuple[bytes, list[bytes]]:
-    """Split one message: (every field but ``number``, the payloads of field ``number``)."""
+    """Split one message: (every field but ``number``, the fields ``number`` (length-delimited)
+    with their key and length, as in ``data``)."""
     rest: list[bytes] = []
     inner: list[bytes] = []
     pos, end = 0, len(data)
@@ -93,8 +96,8 @@ def _message(data: bytes, number: int) -> tuple[bytes, list[bytes]]:
         key, pos = _varint(data, pos)
         if key == (number << 3 | 2):
             size, pos = _varint(data, pos)
-            inner.append(data[pos : pos + size])
             pos += size
+            inner.append(data[start:pos])
         else:
             pos = _skip(data, pos, key & 7, key >> 3)
             rest.append(data[start:pos])
@@ -108,10 +111,10 @@ def split_request(body: bytes) -> list[WireSpan]:
     out: list[WireSpan] = []
     _, resources = _message(body, _RESOURCE_SPANS)
     for resource in resources:
-        resource_head, scopes = _message(resource, _SCOPE_SPANS)
+        resource_head, scopes = _message(unframe(resource), _SCOPE_SPANS)
         prefix = _encode_varint(len(resource_head)) + resource_head
         for scope in scopes:
-            scope_head, spans = _message(scope, _SPANS)
+            scope_head, spans = _message(unframe(scope), _SPANS)
             envelope = prefix + scope_head
             out.extend(WireSpan(span, envelope) for span in spans)
     return out
@@ -121,9 +124,22 @@ def _delimited(number: int, payload: bytes) -> bytes:
     return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
 
 
+def frame(span: bytes) -> bytes:
+    """A serialized ``Span`` as the field of ``ScopeSpans`` that holds it."""
+    return _delimited(_SPANS, span)
+
+
+def unframe(field: bytes) -> bytes:
+    """The message inside one length-delimited field (key, length, message)."""
+    _, pos = _varint(field, 0)
+    _, pos = _varint(field, pos)
+    return field[pos:]
+
+
 def request_body(spans: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """A serialized ``ExportTraceServiceRequest`` of ``(envelope, span bytes)`` pairs; spans
-    sharing an envelope go in one ``ScopeSpans``, in the order given."""
+    """A serialized ``ExportTraceServiceRequest`` of ``(envelope, framed span)`` pairs
+    (:attr:`WireSpan.span`, :func:`frame`); spans sharing an envelope go in one ``ScopeSpans``,
+    in the order given."""
     groups: dict[bytes, list[bytes]] = {}
     for envelope, span in spans:
         groups.setdefault(envelope, []).append(span)
@@ -131,7 +147,7 @@ def request_body(spans: Iterable[tuple[bytes, bytes]]) -> bytes:
     for envelope, members in groups.items():
         size, pos = _varint(envelope, 0)
         resource_head, scope_head = envelope[pos : pos + size], envelope[pos + size :]
-        scope = scope_head + b"".join(_delimited(_SPANS, span) for span in members)
+        scope = scope_head + b"".join(members)
         parts.append(_delimited(_RESOURCE_SPANS, resource_head + _delimited(_SCOPE_SPANS, scope)))
     return b"".join(parts)
 

@@ -43,7 +43,13 @@ from spanjudge.evaluators.online.sampler import is_sampled
 from spanjudge.evaluators.online.targets import span_kind
 from spanjudge.exporters.convert import to_readable_span
 from spanjudge.exporters.evaluation_result import score_attributes
-from spanjudge.exporters.otlp_wire import WireSpan, request_body, with_attributes
+from spanjudge.exporters.otlp_wire import (
+    WireSpan,
+    frame,
+    request_body,
+    unframe,
+    with_attributes,
+)
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.span_forward import bytes_sender
 from spanjudge.exporters.store.base import Outbox, OutboxEntry, OutboxItem
@@ -73,7 +79,7 @@ def request_of(items: Sequence[OutboxItem]) -> bytes:
         elif item.envelope is None:
             bodies.append(item.payload)  # pass-through spans, a request body already
         else:
-            held.append((item.envelope, with_attributes(item.payload, extra)))
+            held.append((item.envelope, frame(with_attributes(unframe(item.payload), extra))))
     if rebuilt:
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -109,6 +115,7 @@ class Enricher:
         retry_seconds: float = 1.0,
         max_retry_seconds: float = 60.0,
         poll_seconds: float = 0.5,
+        linger_seconds: float = 0.1,
         owner: str | None = None,
     ) -> None:
         if max_hold_seconds <= 0:
@@ -127,6 +134,7 @@ class Enricher:
         self.retry_seconds = retry_seconds
         self.max_retry_seconds = max_retry_seconds
         self.poll_seconds = poll_seconds
+        self.linger_seconds = linger_seconds
         self._backoff = wait_exponential(multiplier=retry_seconds, max=max_retry_seconds)
         self.owner = owner or uuid.uuid4().hex[:12]
         self.forwarded = 0  # spans the backend took
@@ -296,6 +304,9 @@ class Enricher:
             if claimed >= self.batch_size:
                 continue
             self._wake.wait(self.poll_seconds)
+            # let the writes of the next moment gather: one claim, one request and one mark
+            # for many received batches, instead of store transactions per received request
+            self._stop.wait(self.linger_seconds)
             self._wake.clear()
 
     def start(self) -> Enricher:

@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import uuid
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,13 @@ from spanjudge.exporters.store.schema import OPEN_JOBS
 
 Key = tuple[str, str]
 _CHUNK = 500  # ids per IN (...) list
+
+
+def _payload(payload: bytes | None, envelope: bytes | None) -> bytes | None:
+    """A stored payload as written: a request body (no envelope) is kept compressed."""
+    if payload is None:
+        return None
+    return bytes(payload) if envelope is not None else zlib.decompress(payload)
 
 
 class OutboxQueries(SqlCore):
@@ -86,16 +94,22 @@ class OutboxQueries(SqlCore):
             )
         if passing:
             batch_id = f"batch:{uuid.uuid4().hex}"
-            rows.append(("", batch_id, 0, release_at, request_body(passing), None, len(passing)))
-        if rows:
-            # once ever per span: held entries are keyed by their span
-            cur.executemany(
+            # compressed: a third to a tenth of the bytes to write (and checkpoint) for 1.4 us
+            # per span at level 1
+            body = zlib.compress(request_body(passing), 1)
+            rows.append(("", batch_id, 0, release_at, body, None, len(passing)))
+        rows.sort(key=lambda row: (row[0], row[1]))
+        for i in range(0, len(rows), _CHUNK):
+            # one statement for many rows (a round trip each on PostgreSQL otherwise); once
+            # ever per span: held entries are keyed by their span
+            part = rows[i : i + _CHUNK]
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(part))
+            cur.execute(
                 self.q(
                     "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, envelope,"
-                    " spans) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (trace_id, span_id) DO NOTHING"
+                    f" spans) VALUES {values} ON CONFLICT (trace_id, span_id) DO NOTHING"
                 ),
-                sorted(rows, key=lambda row: (row[0], row[1])),
+                [value for row in part for value in row],
             )
 
     def release_held(self, *, now: float) -> int:
@@ -140,7 +154,7 @@ class OutboxQueries(SqlCore):
                     int(row[2]),
                     trace_id=row[3],
                     span_id=row[4],
-                    payload=bytes(row[5]) if row[5] is not None else None,
+                    payload=_payload(row[5], row[6]),
                     envelope=bytes(row[6]) if row[6] is not None else None,
                     spans=int(row[7]),
                 )

@@ -191,7 +191,8 @@ MIGRATIONS: list[list[str]] = [
     [
         # Enrich mode forwards spans as they arrived: payload is a held span's protobuf bytes
         # (envelope: its resource and scope, see exporters/otlp_wire.py), or for an entry of
-        # many pass-through spans (span_id 'batch:...', spans > 1) a whole OTLP request body.
+        # pass-through spans (span_id 'batch:...', no envelope) their OTLP request body,
+        # zlib-compressed.
         # Entries without payload (written before this version) are rebuilt from the spans.
         "ALTER TABLE outbox ADD COLUMN payload {blob}",
         "ALTER TABLE outbox ADD COLUMN envelope {blob}",

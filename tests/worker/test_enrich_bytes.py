@@ -1,0 +1,171 @@
+"""Enrich mode forwards spans as they arrived: a span with links, trace state, flags, dropped
+counts, resource and scope details goes through a worker (receiver, store, outbox, OTLP/HTTP
+exporter) and reaches the backend with its own bytes unchanged, the held span's scores appended
+as attributes after them and nothing else added. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from starlette.testclient import TestClient
+
+from spanjudge.exporters.otlp_decode import PROTOBUF
+from spanjudge.settings import load_settings
+from spanjudge.testing import ScriptedJudgeServer
+from spanjudge.tracer import attributes as attrs
+from spanjudge.worker import Worker
+from tests.exporters.store.conftest import POSTGRES_URL
+from tests.worker.conftest import base_config
+from tests.worker.test_enrich import HOLD, IDLE, SETTLE, Clock
+
+
+class RawBackend:
+    """An OTLP/HTTP endpoint on loopback keeping every trace request body as it arrived."""
+
+    def __init__(self) -> None:
+        bodies = self.bodies = []  # type: list[bytes]
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/traces":  # (the score events go to /v1/logs)
+                    bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Type", PROTOBUF)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+
+    def spans(self) -> list[tuple[Any, Any, Span]]:
+        """(ResourceSpans, ScopeSpans, Span) of every span received, app spans only."""
+        out = []
+        for body in self.bodies:
+            for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        if not any(kv.key == attrs.GEN_AI_EVALUATION_NAME for kv in s.attributes):
+                            out.append((rs, ss, s))
+        return out
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def enriched_request(demo_request: Any) -> ExportTraceServiceRequest:
+    """The first demo trace (an agent turn the bias rule scores, and its steps), every span
+    given what the store has no column for: links, trace state, flags, dropped counts; and a
+    resource and scope with schema URLs, a scope version and attributes, dropped counts."""
+    first = demo_request.resource_spans[0].scope_spans[0].spans[0].trace_id
+    out = ExportTraceServiceRequest()
+    rs = out.resource_spans.add()
+    rs.CopyFrom(demo_request.resource_spans[0])
+    rs.resource.dropped_attributes_count = 2
+    rs.schema_url = "https://opentelemetry.io/schemas/1.30.0"
+    ss = rs.scope_spans[0]
+    ss.scope.version = "9.9.9"
+    ss.scope.attributes.append(KeyValue(key="scope.k", value=AnyValue(int_value=7)))
+    ss.schema_url = "https://example.com/scope-schema"
+    kept = [s for s in ss.spans if s.trace_id == first]
+    del ss.spans[:]
+    for n, original in enumerate(kept):
+        span = ss.spans.add()
+        span.CopyFrom(original)
+        span.trace_state = f"vendor=v{n},other=x"
+        span.flags = 0x301  # sampled, parent known and remote
+        span.dropped_attributes_count = 3 + n
+        span.dropped_events_count = 4
+        span.dropped_links_count = 5
+        link = span.links.add()
+        link.trace_id = bytes(range(1, 17))
+        link.span_id = bytes(range(1, 9))
+        link.trace_state = "linked=1"
+        link.flags = 1
+        link.dropped_attributes_count = 6
+        link.attributes.append(KeyValue(key="link.k", value=AnyValue(string_value="v")))
+    return out
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    if request.param == "sqlite":
+        yield {"store_url": f"sqlite:///{tmp_path}/bytes.db"}
+        return
+    yield {"store_url": POSTGRES_URL, "store_schema": f"sj_bytes_{uuid.uuid4().hex[:10]}"}
+
+
+def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
+    store_config: dict[str, Any], offline_judge: ScriptedJudgeServer, demo_request: Any
+) -> None:
+    request = enriched_request(demo_request)
+    originals = {s.span_id: s for s in request.resource_spans[0].scope_spans[0].spans}
+    backend = RawBackend()
+    config = base_config(offline_judge, store_config["store_url"], backend.url)
+    config.update(
+        store_config, mode="enrich", settle_seconds=SETTLE, idle_seconds=IDLE, max_hold_seconds=HOLD
+    )
+    clock = Clock()
+    worker = Worker(load_settings(None, **config), clock=clock)  # the real OTLP/HTTP exporter
+    try:
+        body = request.SerializeToString()
+        with TestClient(worker.app) as client:
+            answer = client.post("/v1/traces", content=body, headers={"Content-Type": PROTOBUF})
+        assert answer.status_code == 200
+        worker.enricher.drain()
+        passed = len(backend.spans())
+        assert 0 < passed < len(originals)  # the agent span is held for its bias score
+        clock.now += SETTLE + 1
+        worker.monitor.tick()
+        worker.enricher.drain()
+        assert worker.store.results(limit=100)
+    finally:
+        worker.shutdown(10)
+        if "store_schema" in store_config:
+            from spanjudge.exporters.store import open_store
+
+            with contextlib.closing(open_store(POSTGRES_URL, schema=config["store_schema"])) as s:
+                s.drop_schema()  # type: ignore[attr-defined]
+        backend.stop()
+
+    received = backend.spans()
+    assert sorted(s.span_id for _, _, s in received) == sorted(originals)  # each once
+    scored = 0
+    for rs, ss, span in received:
+        original = originals[span.span_id]
+        wire = original.SerializeToString()
+        # the span's bytes went out as they came, contiguous, in one of the bodies
+        assert any(wire in body for body in backend.bodies)
+        added = list(span.attributes)[len(original.attributes) :]
+        assert list(span.attributes)[: len(original.attributes)] == list(original.attributes)
+        again = Span()
+        again.CopyFrom(span)
+        del again.attributes[len(original.attributes) :]
+        assert again == original  # links, trace state, flags, dropped counts: all kept
+        if added:
+            scored += 1
+            assert all(kv.key.startswith("spanjudge.score.") for kv in added), added
+            framed = Span(attributes=added).SerializeToString()
+            assert any(wire + framed in body for body in backend.bodies)  # appended, nothing else
+        assert rs.resource == request.resource_spans[0].resource
+        assert rs.schema_url == request.resource_spans[0].schema_url
+        assert ss.scope == request.resource_spans[0].scope_spans[0].scope
+        assert ss.schema_url == request.resource_spans[0].scope_spans[0].schema_url
+    assert scored >= 1  # the agent span (bias) and the LLM span (faithfulness) carry scores
