@@ -21,6 +21,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring  # C-accelerated; what the encoder below uses too
 from typing import Any
 
 from spanjudge.tracer.attributes import TRUNCATION_MARKER
@@ -46,6 +47,19 @@ class CapturePolicy:
     redact: Redactor | None = None
     pii: bool = False
     max_depth: int = DEFAULT_MAX_DEPTH
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "plain_limit":
+            # Derived, for the per-call fast path: one comparison, ``len(text) <= plain_limit``,
+            # says both "content is on and nothing rewrites it" and "it fits"; -1 when a value
+            # must go through finish() (content off, PII masking or a redaction hook).
+            plain = self.content and not self.pii and self.redact is None
+            object.__setattr__(
+                self, "plain_limit", getattr(self, "max_value_length", -1) if plain else -1
+            )
+
+    plain_limit: int = dataclasses.field(default=-1, init=False, repr=False, compare=False)
 
 
 def _content_from_env() -> bool:
@@ -227,6 +241,52 @@ else:  # pragma: no cover - CPython always has the C accelerator
         return _fast_encoder.encode(value)
 
 
+def scalar_json(value: Any) -> str | None:
+    """JSON of a ``str``, ``int``, ``bool`` or ``None`` (exact types), as ``json`` writes it;
+    ``None`` for anything else. Floats are left to the encoder (NaN and infinities)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return None
+
+
+_SMALL = 8  # containers up to this size are written item by item; longer ones by the C encoder
+
+
+def small_json(value: Any) -> str | None:
+    """``dumps(value)`` for a scalar or a short flat list or dict of scalars (str keys), without
+    setting up the C encoder (which costs more than the work for one short string); ``None``
+    for any other value. The text is the encoder's, byte for byte."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) > _SMALL:
+            return None
+        items = []
+        for key, item in value.items():
+            text = scalar_json(item)
+            if text is None or type(key) is not str:
+                return None
+            items.append(encode_basestring(key) + ":" + text)
+        return "{" + ",".join(items) + "}"
+    if kind is list:
+        if len(value) > _SMALL:
+            return None
+        items = []
+        for item in value:
+            text = scalar_json(item)
+            if text is None:
+                return None
+            items.append(text)
+        return "[" + ",".join(items) + "]"
+    return scalar_json(value)
+
+
 def dumps(value: Any) -> str:
     """``value`` as compact JSON, strings included; never raises.
 
@@ -237,7 +297,9 @@ def dumps(value: Any) -> str:
     """
     limit = POLICY.max_value_length
     try:
-        text = _fast_encode(value)
+        text = small_json(value)
+        if text is None:
+            text = _fast_encode(value)
         if len(text) <= limit:
             return text
     except (ValueError, TypeError, RecursionError):

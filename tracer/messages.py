@@ -33,9 +33,13 @@ def text_message(role: str, text: str, finish_reason: str | None = None) -> Mess
 
 
 _TEXT_OPEN = ',"parts":[{"type":"text","content":'
-# the JSON up to the text for the two roles the decorator writes on every call
-_OPEN_BY_ROLE = {role: '[{"role":"' + role + '"' + _TEXT_OPEN for role in ("user", "assistant")}
-_STOP_TAIL = '}],"finish_reason":"stop"}]'
+# The JSON around the text of the two messages the decorator writes on every call:
+# USER_OPEN + quoted text + TEXT_CLOSE, and ASSISTANT_OPEN + quoted text + STOP_CLOSE.
+USER_OPEN = '[{"role":"user"' + _TEXT_OPEN
+ASSISTANT_OPEN = '[{"role":"assistant"' + _TEXT_OPEN
+TEXT_CLOSE = "}]}]"
+STOP_CLOSE = '}],"finish_reason":"stop"}]'
+_OPEN_BY_ROLE = {"user": USER_OPEN, "assistant": ASSISTANT_OPEN}
 
 
 def text_message_json(role: str, text: str, finish_reason: str | None = None) -> str:
@@ -45,9 +49,9 @@ def text_message_json(role: str, text: str, finish_reason: str | None = None) ->
         return capture.dumps([text_message(role, text, finish_reason)])
     head = _OPEN_BY_ROLE.get(role) or '[{"role":' + encode_basestring(role) + _TEXT_OPEN
     if finish_reason is None:
-        tail = "}]}]"
+        tail = TEXT_CLOSE
     elif finish_reason == "stop":
-        tail = _STOP_TAIL
+        tail = STOP_CLOSE
     else:
         tail = '}],"finish_reason":' + encode_basestring(finish_reason) + "}]"
     return head + encode_basestring(capture.valid_text(text)) + tail

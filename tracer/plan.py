@@ -17,15 +17,14 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, messages, record
+from spanjudge.tracer import capture, hot, messages, record
 from spanjudge.tracer.attributes import Kind
 from spanjudge.tracer.context import CONVERSATION
 
 _INPUT_NAMES = ("input", "query", "question", "message", "prompt", "user_input", "text")
 _CONVERSATION_NAMES = ("conversation_id", "session_id")
 
-# Where an argument sits: (its position, or None if keyword-only; its name).
-_Where = tuple[int | None, str]
+_Where = hot.Where
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,8 @@ class Plan:
         "conv_arg",
         "conv_from_arg",
         "fixed",
+        "hot_end",
+        "hot_start",
         "input_arg",
         "kind",
         "messages_arg",
@@ -113,6 +114,23 @@ class Plan:
         self.static = self._static(kind, options)
         # No argument can change the span name or the start attributes (conversation() can).
         self.fixed = self.model_arg is None and self.conv_arg is None
+        # The fast path for common calls (see spanjudge.tracer.hot); None: always the general one.
+        self.hot_start = (
+            hot.start_builder(
+                kind,
+                self.static,
+                capture_input=self.capture_input,
+                input_arg=self.input_arg,
+                messages_arg=self.messages_arg,
+                names=self.names,
+                skip=self.skip,
+                tool_call_id=self.tool_call_id,
+                tool_call_id_arg=self.tool_call_id_arg,
+            )
+            if self.fixed
+            else None
+        )
+        self.hot_end = hot.end_writer(kind, self.static) if self.capture_output else None
 
     def _static(self, kind: Kind, options: Options) -> dict[str, Any]:
         """The attributes every call starts with; also fixes the span name and the model arg."""
@@ -245,7 +263,11 @@ class Plan:
         return messages.text_message_json("user", capture.serialize(text))
 
     def on_end(self, span: Any, value: Any, existing: Mapping[str, Any] | None = None) -> None:
+        """Record the call's output. ``existing``: the attributes the span was started with, when
+        nothing else was written to it since (the fast path needs that); else ``None``."""
         if self.capture_output:
+            if existing is not None and self.hot_end is not None and self.hot_end(span, value):
+                return
             out: dict[str, Any] = {}
             record.write_output(span, self.kind, value, out, False, existing)
             record.apply(span, out)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import attach, detach
+from opentelemetry.context import Context, attach, detach, get_current
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from spanjudge.tracer import attributes as attrs
@@ -59,11 +59,27 @@ def _record_error(span: Any, exc: BaseException) -> None:
         capture.note_failure(failure)
 
 
-def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Start the call's span; returns (span, what the decorator may assume is already on it).
-
-    The second item is ``None`` when the span is not recording.
+def _begin(
+    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context
+) -> tuple[Any, Any]:
+    """Start the call's span as a child of ``ctx`` (the current context); returns (span, what
+    the decorator may assume is already on it). The second item is ``None`` when the span is not
+    recording.
     """
+    hot_start = plan.hot_start
+    if hot_start is not None and plan.warm and CONVERSATION.get() is None:
+        try:
+            attributes = hot_start(args, kwargs)
+        except Exception:  # an odd argument: the general path below records it (or the failure)
+            attributes = None
+        if attributes is not None:
+            span = (_tracer or _get_tracer()).start_span(
+                plan.span_name, context=ctx, attributes=attributes
+            )
+            if span.is_recording():
+                return span, attributes
+            plan.warm = False
+            return span, None
     if plan.fixed and CONVERSATION.get() is None:
         attributes = plan.static  # nothing about this call changes the name or the start set
         name = plan.span_name
@@ -77,7 +93,7 @@ def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[A
         except Exception as failure:
             capture.note_failure(failure)
     tracer = _tracer or _get_tracer()
-    span = tracer.start_span(name, attributes=attributes)
+    span = tracer.start_span(name, context=ctx, attributes=attributes)
     if not span.is_recording():
         plan.warm = False
         return span, None
@@ -102,11 +118,12 @@ def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
 def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        span, known = _begin(plan, args, kwargs)
+        ctx = get_current()
+        span, known = _begin(plan, args, kwargs, ctx)
         if known is None:
             if not span.get_span_context().is_valid:
                 return fn(*args, **kwargs)  # no SDK: nothing to carry, nothing to record
-            token = attach(set_span_in_context(span))
+            token = attach(set_span_in_context(span, ctx))
             try:
                 return fn(*args, **kwargs)  # sampled out: still carry the trace to children
             finally:
@@ -114,7 +131,7 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
                 span.end()
         writes = _context.writes
         conv_token = _enter_conversation(plan, known) if plan.conv_from_arg else None
-        token = attach(set_span_in_context(span))
+        token = attach(set_span_in_context(span, ctx))
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
@@ -142,13 +159,14 @@ def wrap_coroutine(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         # The span starts when the coroutine runs (is awaited), not when it is created.
-        span, known = _begin(plan, args, kwargs)
+        parent = get_current()
+        span, known = _begin(plan, args, kwargs, parent)
         if known is None and not span.get_span_context().is_valid:
             return await fn(*args, **kwargs)
         conv_token = (
             _enter_conversation(plan, known) if known is not None and plan.conv_from_arg else None
         )
-        token = attach(set_span_in_context(span))
+        token = attach(set_span_in_context(span, parent))
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:  # CancelledError included: ERROR status, then re-raised
@@ -173,11 +191,12 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Runs at the first next(): that is when the span starts.
-        span, known = _begin(plan, args, kwargs)
+        parent = get_current()
+        span, known = _begin(plan, args, kwargs, parent)
         recording = known is not None
         if not recording and not span.get_span_context().is_valid:
             return (yield from fn(*args, **kwargs))
-        ctx = set_span_in_context(span)
+        ctx = set_span_in_context(span, parent)
         chunks: list[Any] = []
         gen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = gen.send
@@ -227,10 +246,11 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
 def wrap_async_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        span, known = _begin(plan, args, kwargs)
+        parent = get_current()
+        span, known = _begin(plan, args, kwargs, parent)
         recording = known is not None
         # No SDK (invalid span): leave the OpenTelemetry context alone, but keep the protocol.
-        ctx = set_span_in_context(span) if span.get_span_context().is_valid else None
+        ctx = set_span_in_context(span, parent) if span.get_span_context().is_valid else None
         chunks: list[Any] = []
         agen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = agen.asend

@@ -1,0 +1,213 @@
+"""The per-call fast path of ``@observe``: start attributes and output for the common shapes.
+
+A call whose input is a plain string (or, for tools and chains, positional arguments that are
+strings, ints, bools or ``None``) and whose result is as simple, under a capture policy that
+neither masks nor redacts, needs none of the general capture machinery: its JSON is a few string
+concatenations, and it fits the size limit, so nothing is cut. :func:`start_builder` and
+:func:`end_writer` make, once per decorated function, the two closures that record such calls
+with as few Python calls as possible. Each returns "not handled" (``None`` / ``False``) for any
+other call, which then takes the general path in :mod:`spanjudge.tracer.plan`; both paths record
+the same attributes byte for byte (``tests/tracer/test_golden.py`` pins them).
+
+Every closure reads ``capture.POLICY.plain_limit`` per call: ``-1`` unless content capture is on
+without PII masking or a redaction hook, so ``len(text) <= limit`` fails whenever the general path
+has work to do.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring
+from typing import Any
+
+from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import capture, messages
+
+StartBuilder = Callable[[tuple[Any, ...], dict[str, Any]], "dict[str, Any] | None"]
+EndWriter = Callable[[Any, Any], bool]
+
+_POLICY = capture.POLICY  # the one policy object: set_policy() changes it in place
+_scalar = capture.scalar_json
+_valid = capture.valid_text
+
+_USER_OPEN, _USER_CLOSE = messages.USER_OPEN, messages.TEXT_CLOSE
+_ASSISTANT_OPEN, _ASSISTANT_CLOSE = messages.ASSISTANT_OPEN, messages.STOP_CLOSE
+_DOCUMENT_REFS = tuple("[" + ",".join(f'{{"id":"{i}"}}' for i in range(n)) + "]" for n in range(9))
+
+# Where an argument sits: (its position, or None if keyword-only; its name).
+Where = tuple[int | None, str]
+
+
+def _text_input(where: Where) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    index, name = where
+
+    def value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if kwargs and name in kwargs:
+            return kwargs[name]
+        if index is not None and index < len(args):
+            return args[index]
+        return None
+
+    return value
+
+
+def start_builder(
+    kind: str,
+    static: dict[str, Any],
+    *,
+    capture_input: bool,
+    input_arg: Where | None,
+    messages_arg: Where | None,
+    names: list[str],
+    skip: int,
+    tool_call_id: str | None,
+    tool_call_id_arg: Where | None,
+) -> StartBuilder | None:
+    """The closure giving a call's start attributes (static ones plus its input), or ``None``
+    when this function has no fast path (its calls then always take the general one)."""
+    if kind == "tool" and tool_call_id_arg is not None:
+        return None  # the call id is an argument: rare, general path
+    if not capture_input:
+        if kind != "tool":
+            return lambda args, kwargs: static
+        fixed_id = str(tool_call_id) if tool_call_id else None
+
+        def tool_id_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+            out = static.copy()
+            out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or f"call_{random.getrandbits(64):016x}"
+            return out
+
+        return tool_id_only
+    if kind in ("llm", "agent", "retriever"):
+        if input_arg is None or (messages_arg is not None and kind != "retriever"):
+            return None
+        return _text_start(kind, static, _text_input(input_arg))
+    return _arguments_start(kind, static, names, skip, tool_call_id)
+
+
+def _text_start(
+    kind: str, static: dict[str, Any], value: Callable[[tuple[Any, ...], dict[str, Any]], Any]
+) -> StartBuilder:
+    if kind == "retriever":
+        key = attrs.GEN_AI_RETRIEVAL_QUERY_TEXT
+
+        def query_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+            query = value(args, kwargs)
+            if type(query) is not str or len(query) > _POLICY.plain_limit:
+                return None
+            out = static.copy()
+            out[key] = query
+            return out
+
+        return query_start
+    key = attrs.GEN_AI_INPUT_MESSAGES
+
+    def message_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        text = value(args, kwargs)
+        if type(text) is not str:
+            return None
+        if not text.isascii():
+            text = _valid(text)
+        json = _USER_OPEN + encode_basestring(text) + _USER_CLOSE
+        if len(json) > _POLICY.plain_limit:
+            return None
+        out = static.copy()
+        out[key] = json
+        return out
+
+    return message_start
+
+
+def _arguments_start(
+    kind: str, static: dict[str, Any], names: list[str], skip: int, tool_call_id: str | None
+) -> StartBuilder:
+    """Tools and chains: the positional arguments as a JSON object (``Plan.bound``'s keys)."""
+    prefixes = tuple(encode_basestring(name) + ":" for name in names[skip:])
+    fixed_id = str(tool_call_id) if tool_call_id else None
+    most = len(names)
+    tool = kind == "tool"
+    key = attrs.GEN_AI_TOOL_CALL_ARGUMENTS if tool else attrs.SPANJUDGE_INPUT
+
+    def arguments_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        if kwargs or len(args) > most:
+            return None
+        parts = []
+        for prefix, arg in zip(prefixes, args[skip:], strict=False):  # fewer args: defaults
+            text = _scalar(arg)
+            if text is None:
+                return None
+            parts.append(prefix + text)
+        json = "{" + ",".join(parts) + "}"
+        if len(json) > _POLICY.plain_limit:
+            return None
+        out = static.copy()
+        if tool:
+            out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or f"call_{random.getrandbits(64):016x}"
+        out[key] = json
+        return out
+
+    return arguments_start
+
+
+def end_writer(kind: str, static: Mapping[str, Any]) -> EndWriter | None:
+    """The closure recording a call's output when the span holds only its start attributes
+    (no handle write during the call), or ``None`` when this function has no fast path."""
+    if kind in ("llm", "agent"):
+        key = attrs.GEN_AI_OUTPUT_MESSAGES
+        if key in static:
+            return None  # the decorator leaves an output set by the user alone: general path
+
+        def message_end(span: Any, value: Any) -> bool:
+            if type(value) is not str:
+                return False
+            if not value.isascii():
+                value = _valid(value)
+            json = _ASSISTANT_OPEN + encode_basestring(value) + _ASSISTANT_CLOSE
+            if len(json) > _POLICY.plain_limit:
+                return False
+            span.set_attribute(key, json)
+            return True
+
+        return message_end
+    if kind == "retriever":
+        if attrs.GEN_AI_RETRIEVAL_DOCUMENTS in static:
+            return None
+        return _documents_end
+    key = attrs.GEN_AI_TOOL_CALL_RESULT if kind == "tool" else attrs.SPANJUDGE_OUTPUT
+    if key in static:
+        return None
+    small = capture.small_json
+
+    def json_end(span: Any, value: Any) -> bool:
+        json = small(value)
+        if json is None or len(json) > _POLICY.plain_limit:
+            return False
+        span.set_attribute(key, json)
+        return True
+
+    return json_end
+
+
+def _documents_end(span: Any, value: Any) -> bool:
+    """A retriever's plain-text documents: positions as ids, the texts as content."""
+    if type(value) is str:
+        texts = "[" + encode_basestring(value) + "]"
+        refs = _DOCUMENT_REFS[1]
+    elif type(value) is list and len(value) < len(_DOCUMENT_REFS):
+        quoted = []
+        for text in value:
+            if type(text) is not str:
+                return False
+            quoted.append(encode_basestring(text))
+        texts = "[" + ",".join(quoted) + "]"
+        refs = _DOCUMENT_REFS[len(value)]
+    else:
+        return False
+    limit = _POLICY.plain_limit
+    if len(texts) > limit or len(refs) > limit:
+        return False
+    span.set_attributes(
+        {attrs.GEN_AI_RETRIEVAL_DOCUMENTS: refs, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT: texts}
+    )
+    return True
