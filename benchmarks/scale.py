@@ -46,7 +46,14 @@ def machine() -> dict[str, Any]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "spanjudge", "evaluators", "exporters"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.split("\n")
     return {
+        "uncommitted_package_files": sorted(line[3:] for line in dirty if line.strip()),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
@@ -56,6 +63,12 @@ def machine() -> dict[str, Any]:
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -262,6 +275,9 @@ def bench_memory(
                     time.sleep(ahead)
         done.set()
 
+    from spanjudge.exporters.store import open_store
+
+    store = open_store(f"sqlite:///{tmp}/memory.db")
     samples: list[dict[str, Any]] = []
     load_before = _load()
     try:
@@ -269,26 +285,26 @@ def bench_memory(
         started = time.time()
         thread = threading.Thread(target=load, daemon=True)
         thread.start()
-        evaluated = 0.0
-        last_change = time.time()
+        backlog: list[int] = []
         while True:
             time.sleep(1.0)
-            now_evaluated = metric_total(worker.url, "spanjudge_evaluations_total")
-            if now_evaluated != evaluated:
-                last_change = time.time()
-            evaluated = now_evaluated
+            evaluated = metric_total(worker.url, "spanjudge_evaluations_total")
+            stats = store.stats(now=time.time())
+            backlog = [stats.unplanned_traces, stats.pending + stats.leased]
             samples.append(
                 {
                     "t": round(time.time() - started, 1),
                     "spans": sent[0],
                     "evaluations": int(evaluated),
                     "rss_mb": round(worker.rss_mb(), 1),
+                    "unplanned_traces": backlog[0],
+                    "open_jobs": backlog[1],
                 }
             )
             if isinstance(worker, TracedWorker) and len(samples) % 30 == 1:
                 worker.snapshot()
-            if done.is_set() and time.time() - last_change > 15:
-                break  # every sampled turn evaluated (no change for 15 s after the load)
+            if done.is_set() and backlog == [0, 0]:
+                break  # every trace planned, every sampled turn evaluated
         if isinstance(worker, TracedWorker):
             worker.snapshot()
             time.sleep(5)
@@ -297,6 +313,7 @@ def bench_memory(
         worker.stop()
         calls = judge.stop()
         backend.stop()
+        store.close()
     # the warm-up: litellm is imported on the first evaluation, caches fill; the baseline is
     # the first sample past 5% of the spans with at least 1% of the evaluations done
     target_evals = samples[-1]["evaluations"]
@@ -529,6 +546,7 @@ def bench_lag(
             for i in range(total):
                 request = remapped(kinds[i % len(kinds)], 0xDD0000 + i)
                 bodies.append((agent_span_ids(request)[0], request.SerializeToString()))
+            cpu_before = cpu_seconds(worker.proc.pid)
             started = time.perf_counter()
             behind = 0.0
             for i, (span_id, body) in enumerate(bodies):
@@ -540,6 +558,7 @@ def bench_lag(
                 posted[span_id] = time.time()
                 post(client, worker.url, body)
             send_seconds = time.perf_counter() - started
+            worker_cpu = (cpu_seconds(worker.proc.pid) - cpu_before) / send_seconds
         deadline = time.time() + 300
         while time.time() < deadline and not all(k in backend.arrivals for k in posted):
             time.sleep(0.1)
@@ -549,11 +568,29 @@ def bench_lag(
         backend.stop()
     lags = [backend.arrivals[k] - t for k, t in posted.items() if k in backend.arrivals]
     calls_per_eval = calls / max(len(lags) + 2 * concurrency, 1)
+    # where the lag goes: posted -> evaluation started (settle, tick, planning, a free slot),
+    # started -> finished (judge calls, result stored), finished -> evaluation span received
+    from spanjudge.exporters.store import open_store
+
+    store = open_store(f"sqlite:///{tmp}/lag.db")
+    try:
+        records = {r.target_id: r for r in store.results(rule="bias", limit=100_000)}
+    finally:
+        store.close()
+    parts: dict[str, list[float]] = {"to_start": [], "judging": [], "to_backend": []}
+    for k, t in posted.items():
+        r = records.get(k)
+        if r is None or r.started_at is None or r.finished_at is None or k not in backend.arrivals:
+            continue
+        parts["to_start"].append(r.started_at - t)
+        parts["judging"].append(r.finished_at - r.started_at)
+        parts["to_backend"].append(backend.arrivals[k] - r.finished_at)
     return {
         "turns_per_second": per_second,
         "turns": len(posted),
         "send_seconds": round(send_seconds, 2),
         "load_fell_behind_s": round(behind, 3),
+        "worker_cpu_cores_while_sending": round(worker_cpu, 2),
         "evaluations_emitted": len(lags),
         "judge_calls_per_evaluation": round(calls_per_eval, 3),
         "judge_latency_s": latency,
@@ -562,6 +599,12 @@ def bench_lag(
         "lag_p99_s": _quantile(lags, 0.99),
         "lag_max_s": round(max(lags), 3) if lags else None,
         "lag_goal_s": round(settle + 2 * interval + calls_per_eval * latency, 3),
+        "lag_parts_p50_p99_s": {
+            name: [_quantile(values, 0.5), _quantile(values, 0.99)]
+            for name, values in parts.items()
+        },
+        "settle_s": settle,
+        "tick_s": interval,
         "machine_load_before_after": [load_before, _load()],
     }
 
