@@ -17,6 +17,7 @@ has work to do.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
 from typing import Any
@@ -29,6 +30,9 @@ EndWriter = Callable[[Any, Any], bool]
 
 _POLICY = capture.POLICY  # the one policy object: set_policy() changes it in place
 _scalar = capture.scalar_json
+# The general path's f"call_{random.getrandbits(64):016x}" at half the cost (same text); bound
+# once: random.seed() reseeds the same generator, so seeding still works.
+_bits = random.getrandbits
 _valid = capture.valid_text
 
 _USER_OPEN, _USER_CLOSE = messages.USER_OPEN, messages.TEXT_CLOSE
@@ -37,19 +41,6 @@ _DOCUMENT_REFS = tuple("[" + ",".join(f'{{"id":"{i}"}}' for i in range(n)) + "]"
 
 # Where an argument sits: (its position, or None if keyword-only; its name).
 Where = tuple[int | None, str]
-
-
-def _text_input(where: Where) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
-    index, name = where
-
-    def value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if kwargs and name in kwargs:
-            return kwargs[name]
-        if index is not None and index < len(args):
-            return args[index]
-        return None
-
-    return value
 
 
 def start_builder(
@@ -75,25 +66,34 @@ def start_builder(
 
         def tool_id_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
             out = static.copy()
-            out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or f"call_{random.getrandbits(64):016x}"
+            out[attrs.GEN_AI_TOOL_CALL_ID] = (
+                fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
+            )
             return out
 
         return tool_id_only
     if kind in ("llm", "agent", "retriever"):
         if input_arg is None or (messages_arg is not None and kind != "retriever"):
             return None
-        return _text_start(kind, static, _text_input(input_arg))
+        return _text_start(kind, static, input_arg)
     return _arguments_start(kind, static, names, skip, tool_call_id)
 
 
-def _text_start(
-    kind: str, static: dict[str, Any], value: Callable[[tuple[Any, ...], dict[str, Any]], Any]
-) -> StartBuilder:
+def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder:
+    """The input text is one argument (by keyword, else at its position): the lookup is the
+    general path's ``plan._value``, written out in each closure."""
+    name = where[1]
+    at = sys.maxsize if where[0] is None else where[0]  # keyword-only: never positional
     if kind == "retriever":
         key = attrs.GEN_AI_RETRIEVAL_QUERY_TEXT
 
         def query_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-            query = value(args, kwargs)
+            if kwargs and name in kwargs:
+                query = kwargs[name]
+            elif at < len(args):
+                query = args[at]
+            else:
+                return None
             if type(query) is not str or len(query) > _POLICY.plain_limit:
                 return None
             out = static.copy()
@@ -104,7 +104,12 @@ def _text_start(
     key = attrs.GEN_AI_INPUT_MESSAGES
 
     def message_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        text = value(args, kwargs)
+        if kwargs and name in kwargs:
+            text = kwargs[name]
+        elif at < len(args):
+            text = args[at]
+        else:
+            return None
         if type(text) is not str:
             return None
         if not text.isascii():
@@ -134,6 +139,9 @@ def _arguments_start(
             return None
         parts = []
         for prefix, arg in zip(prefixes, args[skip:], strict=False):  # fewer args: defaults
+            if type(arg) is str:
+                parts.append(prefix + encode_basestring(arg))
+                continue
             text = _scalar(arg)
             if text is None:
                 return None
@@ -143,7 +151,9 @@ def _arguments_start(
             return None
         out = static.copy()
         if tool:
-            out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or f"call_{random.getrandbits(64):016x}"
+            out[attrs.GEN_AI_TOOL_CALL_ID] = (
+                fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
+            )
         out[key] = json
         return out
 
@@ -180,7 +190,7 @@ def end_writer(kind: str, static: Mapping[str, Any]) -> EndWriter | None:
     small = capture.small_json
 
     def json_end(span: Any, value: Any) -> bool:
-        json = small(value)
+        json = encode_basestring(value) if type(value) is str else small(value)
         if json is None or len(json) > _POLICY.plain_limit:
             return False
         span.set_attribute(key, json)

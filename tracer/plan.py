@@ -263,11 +263,9 @@ class Plan:
         return messages.text_message_json("user", capture.serialize(text))
 
     def on_end(self, span: Any, value: Any, existing: Mapping[str, Any] | None = None) -> None:
-        """Record the call's output. ``existing``: the attributes the span was started with, when
-        nothing else was written to it since (the fast path needs that); else ``None``."""
+        """Record the call's output. ``existing``: the span's attributes if known without reading
+        them back (the start attributes, nothing written since); else ``None``."""
         if self.capture_output:
-            if existing is not None and self.hot_end is not None and self.hot_end(span, value):
-                return
             out: dict[str, Any] = {}
             record.write_output(span, self.kind, value, out, False, existing)
             record.apply(span, out)

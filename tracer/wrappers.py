@@ -66,20 +66,25 @@ def _begin(
     the decorator may assume is already on it). The second item is ``None`` when the span is not
     recording.
     """
-    hot_start = plan.hot_start
-    if hot_start is not None and plan.warm and CONVERSATION.get() is None:
+    start = plan.hot_start
+    known = None
+    if start is not None and plan.warm and CONVERSATION.get() is None:
         try:
-            attributes = hot_start(args, kwargs)
-        except Exception:  # an odd argument: the general path below records it (or the failure)
-            attributes = None
-        if attributes is not None:
-            span = (_tracer or _get_tracer()).start_span(
-                plan.span_name, context=ctx, attributes=attributes
-            )
-            if span.is_recording():
-                return span, attributes
-            plan.warm = False
-            return span, None
+            known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
+        except Exception:  # an odd argument: the general path records it (or the failure)
+            known = None
+    if known is None:
+        return _begin_general(plan, args, kwargs, ctx)
+    span = (_tracer or _get_tracer()).start_span(plan.span_name, context=ctx, attributes=known)
+    if span.is_recording():
+        return span, known
+    plan.warm = False
+    return span, None
+
+
+def _begin_general(
+    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context
+) -> tuple[Any, Any]:
     if plan.fixed and CONVERSATION.get() is None:
         attributes = plan.static  # nothing about this call changes the name or the start set
         name = plan.span_name
@@ -106,6 +111,16 @@ def _begin(
     return span, attributes
 
 
+def _end(plan: Plan, span: Any, result: Any, known: Mapping[str, Any] | None) -> None:
+    """Record the result (``known``: the start attributes, if nothing else was written since)."""
+    try:
+        hot_end = plan.hot_end
+        if known is None or hot_end is None or not hot_end(span, result):
+            plan.on_end(span, result, known)
+    except Exception as failure:
+        capture.note_failure(failure)
+
+
 def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
     """An agent given its conversation id as an argument: its children carry the id too."""
     conv_id = known.get(attrs.GEN_AI_CONVERSATION_ID)
@@ -116,10 +131,28 @@ def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
 
 
 def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
+    hot_end = plan.hot_end
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = get_current()
-        span, known = _begin(plan, args, kwargs, ctx)
+        # _begin, written out: this is the path most calls take
+        start = plan.hot_start
+        known = None
+        if start is not None and plan.warm and CONVERSATION.get() is None:
+            try:
+                known = start(args, kwargs)
+            except Exception:
+                known = None
+        if known is None:
+            span, known = _begin_general(plan, args, kwargs, ctx)
+        else:
+            span = (_tracer or _get_tracer()).start_span(
+                plan.span_name, context=ctx, attributes=known
+            )
+            if not span.is_recording():
+                plan.warm = False
+                known = None
         if known is None:
             if not span.get_span_context().is_valid:
                 return fn(*args, **kwargs)  # no SDK: nothing to carry, nothing to record
@@ -146,7 +179,10 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
             CONVERSATION.reset(conv_token)
         try:
             # No handle write during the call: what we started the span with is all it has.
-            plan.on_end(span, result, known if writes == _context.writes else None)
+            if writes != _context.writes:
+                plan.on_end(span, result, None)
+            elif hot_end is None or not hot_end(span, result):
+                plan.on_end(span, result, known)
         except Exception as failure:
             capture.note_failure(failure)
         span.end()
