@@ -206,6 +206,8 @@ class NullBackend:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a Collector answers
+
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 self.send_response(200)
@@ -225,15 +227,17 @@ class NullBackend:
         self.server.server_close()
 
 
-def _forwarded(url: str) -> int:
-    """spanjudge_enrich_forwarded_spans_total summed over labels, from the worker's /metrics."""
+def _forwarding(url: str) -> tuple[int, int]:
+    """(spans forwarded, spans due and not forwarded yet) from the worker's /metrics."""
     import httpx
 
-    total = 0.0
+    total, due = 0.0, 0.0
     for line in httpx.get(url + "/metrics", timeout=5).text.splitlines():
         if line.startswith("spanjudge_enrich_forwarded_spans_total{"):
             total += float(line.rsplit(" ", 1)[1])
-    return int(total)
+        elif line.startswith("spanjudge_backlog{") and 'state="unforwarded_spans"' in line:
+            due = float(line.rsplit(" ", 1)[1])
+    return int(total), int(due)
 
 
 def bench_ingest(
@@ -269,18 +273,17 @@ def bench_ingest(
         load["worker_rss_mb"] = round(worker.rss_mb(), 1)
         if backend is not None:
             # held spans (agent spans, for the bias rule) wait for evaluations that are parked
-            # here, so only the pass-through share can be forwarded during this run
+            # here, so only the pass-through share can be forwarded during this run. Drained:
+            # the backlog gauge shows no due span left (polled every 0.1 s from the load's end)
             ended = time.perf_counter()
-            forwarded = _forwarded(worker.url)
-            while time.perf_counter() - ended < 60:
-                time.sleep(0.5)
-                now = _forwarded(worker.url)
-                if now == forwarded:
-                    break
-                forwarded = now
+            forwarded, due = _forwarding(worker.url)
+            load["due_at_load_end"] = due
+            while due > 0 and time.perf_counter() - ended < 60:
+                time.sleep(0.1)
+                forwarded, due = _forwarding(worker.url)
+            load["drain_seconds"] = round(time.perf_counter() - ended, 2)
             load["forwarded_spans"] = forwarded
             load["forwarded_share"] = round(forwarded / max(load["spans"], 1), 3)
-            load["forward_catch_up_seconds"] = round(time.perf_counter() - ended, 1)
         return load
     finally:
         worker.stop()
@@ -476,10 +479,50 @@ def bench_lag_steady(
         store.close()
 
 
+def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
+    """Child-span and enrich ingest side by side: ``--rounds`` alternating pairs per store kind
+    (fresh store each run), so a change in the machine's load hits both modes alike. Each
+    round's ratio is enrich / child-span of that pair; the median ratio is the figure."""
+    from spanjudge.exporters.store import open_store
+
+    out: dict[str, Any] = {}
+    for kind in ("sqlite", "postgres"):
+        runs: dict[str, list[dict[str, Any]]] = {"child-span": [], "enrich": []}
+        ratios = []
+        for i in range(args.rounds):
+            pair = {}
+            for mode in ("child-span", "enrich"):
+                name = f"{kind}-{mode}-{i}"
+                if kind == "sqlite":
+                    pair[mode] = bench_ingest(
+                        f"sqlite:///{tmp}/{name}.db", None, args.seconds, tmp, mode
+                    )
+                    continue
+                schema = f"sjbench_{uuid.uuid4().hex[:8]}"
+                try:
+                    pair[mode] = bench_ingest(PG_URL, schema, args.seconds, tmp, mode)
+                finally:
+                    store = open_store(PG_URL, schema=schema)
+                    store.drop_schema()  # type: ignore[attr-defined]
+                    store.close()
+            for mode, run in pair.items():
+                runs[mode].append(run)
+            ratios.append(
+                pair["enrich"]["spans_per_second"] / max(pair["child-span"]["spans_per_second"], 1)
+            )
+        out[f"ingest_{kind}"] = runs["child-span"]
+        out[f"ingest_{kind}_enrich"] = runs["enrich"]
+        out[f"enrich_ingest_ratio_{kind}"] = [round(r, 2) for r in ratios]
+        out[f"enrich_ingest_ratio_{kind}_median"] = round(sorted(ratios)[len(ratios) // 2], 2)
+        out[f"drain_seconds_{kind}_max"] = max(r["drain_seconds"] for r in runs["enrich"])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3, help="child-span/enrich ingest pairs")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--turns", type=int, default=120)
     parser.add_argument("--latency", type=float, default=0.1)
@@ -494,7 +537,6 @@ def main() -> None:
     if args.load:
         run_load(args.load, args.seconds, args.threads)
         return
-    from spanjudge.exporters.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:
         tmp = Path(tmp_name)
@@ -511,29 +553,7 @@ def main() -> None:
             ]
             print(json.dumps({"machine": _machine(), "lag_steady": lag}, indent=2))
             return
-        pg_schema = f"sjbench_{uuid.uuid4().hex[:8]}"
-        result: dict[str, Any] = {
-            "machine": _machine(),
-            "ingest_sqlite": bench_ingest(f"sqlite:///{tmp}/ingest.db", None, args.seconds, tmp),
-            "ingest_sqlite_enrich": bench_ingest(
-                f"sqlite:///{tmp}/ingest-enrich.db", None, args.seconds, tmp, "enrich"
-            ),
-        }
-        try:
-            result["ingest_postgres"] = bench_ingest(PG_URL, pg_schema, args.seconds, tmp)
-            result["ingest_postgres_enrich"] = bench_ingest(
-                PG_URL, pg_schema + "e", args.seconds, tmp, "enrich"
-            )
-        finally:
-            for name in (pg_schema, pg_schema + "e"):
-                store = open_store(PG_URL, schema=name)
-                store.drop_schema()  # type: ignore[attr-defined]
-                store.close()
-        for kind in ("sqlite", "postgres"):
-            plain, enrich = result[f"ingest_{kind}"], result[f"ingest_{kind}_enrich"]
-            result[f"enrich_ingest_ratio_{kind}"] = round(
-                enrich["spans_per_second"] / max(plain["spans_per_second"], 1), 2
-            )
+        result: dict[str, Any] = {"machine": _machine(), **ingest_rounds(args, tmp)}
         if args.ingest_only:
             print(json.dumps(result, indent=2))
             return

@@ -76,6 +76,7 @@ class OtlpSink:
         self.requests = 0
         self.log_requests = 0
         self.log_bodies: list[bytes] = []  # raw protobuf bodies of /v1/logs, as received
+        self.trace_bodies: list[bytes] = []  # and of /v1/traces
         self.logs_status = logs_status
         self.status = status
         self._cond = threading.Condition()
@@ -92,6 +93,7 @@ class OtlpSink:
                     payload = ExportLogsServiceResponse().SerializeToString()
                     status = sink.logs_status if sink.logs_status is not None else status
                 else:
+                    sink.trace_bodies.append(body)
                     sink._add(ExportTraceServiceRequest.FromString(body))
                     payload = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(status)

@@ -6,10 +6,8 @@ as attributes after them and nothing else added. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import contextlib
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,49 +23,21 @@ from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker import Worker
 from tests.exporters.store.conftest import POSTGRES_URL
+from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config
 from tests.worker.test_enrich import HOLD, IDLE, SETTLE, Clock
 
 
-class RawBackend:
-    """An OTLP/HTTP endpoint on loopback keeping every trace request body as it arrived."""
-
-    def __init__(self) -> None:
-        bodies = self.bodies = []  # type: list[bytes]
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path == "/v1/traces":  # (the score events go to /v1/logs)
-                    bodies.append(body)
-                self.send_response(200)
-                self.send_header("Content-Type", PROTOBUF)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-
-    def spans(self) -> list[tuple[Any, Any, Span]]:
-        """(ResourceSpans, ScopeSpans, Span) of every span received, app spans only."""
-        out = []
-        for body in self.bodies:
-            for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
-                for ss in rs.scope_spans:
-                    for s in ss.spans:
-                        if not any(kv.key == attrs.GEN_AI_EVALUATION_NAME for kv in s.attributes):
-                            out.append((rs, ss, s))
-        return out
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def app_spans(bodies: list[bytes]) -> list[tuple[Any, Any, Span]]:
+    """(ResourceSpans, ScopeSpans, Span) of every app span in the trace request bodies."""
+    out = []
+    for body in bodies:
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    if not any(kv.key == attrs.GEN_AI_EVALUATION_NAME for kv in s.attributes):
+                        out.append((rs, ss, s))
+    return out
 
 
 def enriched_request(demo_request: Any) -> ExportTraceServiceRequest:
@@ -112,26 +82,29 @@ def store_config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dic
     yield {"store_url": POSTGRES_URL, "store_schema": f"sj_bytes_{uuid.uuid4().hex[:10]}"}
 
 
-def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
-    store_config: dict[str, Any], offline_judge: ScriptedJudgeServer, demo_request: Any
+def send_and_score(
+    request: ExportTraceServiceRequest,
+    backend: OtlpSink,
+    store_config: dict[str, Any],
+    judge: ScriptedJudgeServer,
+    total: int,
 ) -> None:
-    request = enriched_request(demo_request)
-    originals = {s.span_id: s for s in request.resource_spans[0].scope_spans[0].spans}
-    backend = RawBackend()
-    config = base_config(offline_judge, store_config["store_url"], backend.url)
+    """POST the request to an enrich worker (the real OTLP/HTTP exporter towards ``backend``),
+    forward what passes through, evaluate, forward the held spans with their scores."""
+    config = base_config(judge, store_config["store_url"], backend.traces_url)
     config.update(
         store_config, mode="enrich", settle_seconds=SETTLE, idle_seconds=IDLE, max_hold_seconds=HOLD
     )
     clock = Clock()
-    worker = Worker(load_settings(None, **config), clock=clock)  # the real OTLP/HTTP exporter
+    worker = Worker(load_settings(None, **config), clock=clock)
     try:
         body = request.SerializeToString()
         with TestClient(worker.app) as client:
             answer = client.post("/v1/traces", content=body, headers={"Content-Type": PROTOBUF})
         assert answer.status_code == 200
         worker.enricher.drain()
-        passed = len(backend.spans())
-        assert 0 < passed < len(originals)  # the agent span is held for its bias score
+        passed = len(app_spans(backend.trace_bodies))
+        assert 0 < passed < total  # the agent span is held for its bias score
         clock.now += SETTLE + 1
         worker.monitor.tick()
         worker.enricher.drain()
@@ -143,16 +116,24 @@ def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
 
             with contextlib.closing(open_store(POSTGRES_URL, schema=config["store_schema"])) as s:
                 s.drop_schema()  # type: ignore[attr-defined]
-        backend.stop()
 
-    received = backend.spans()
+
+def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
+    store_config: dict[str, Any], offline_judge: ScriptedJudgeServer, demo_request: Any
+) -> None:
+    request = enriched_request(demo_request)
+    originals = {s.span_id: s for s in request.resource_spans[0].scope_spans[0].spans}
+    with OtlpSink() as backend:  # keeps each trace request body as it arrived
+        send_and_score(request, backend, store_config, offline_judge, len(originals))
+
+    received = app_spans(backend.trace_bodies)
     assert sorted(s.span_id for _, _, s in received) == sorted(originals)  # each once
     scored = 0
     for rs, ss, span in received:
         original = originals[span.span_id]
         wire = original.SerializeToString()
         # the span's bytes went out as they came, contiguous, in one of the bodies
-        assert any(wire in body for body in backend.bodies)
+        assert any(wire in body for body in backend.trace_bodies)
         added = list(span.attributes)[len(original.attributes) :]
         assert list(span.attributes)[: len(original.attributes)] == list(original.attributes)
         again = Span()
@@ -163,7 +144,9 @@ def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
             scored += 1
             assert all(kv.key.startswith("spanjudge.score.") for kv in added), added
             framed = Span(attributes=added).SerializeToString()
-            assert any(wire + framed in body for body in backend.bodies)  # appended, nothing else
+            assert any(
+                wire + framed in body for body in backend.trace_bodies
+            )  # appended, nothing else
         assert rs.resource == request.resource_spans[0].resource
         assert rs.schema_url == request.resource_spans[0].schema_url
         assert ss.scope == request.resource_spans[0].scope_spans[0].scope
