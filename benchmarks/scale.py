@@ -415,6 +415,25 @@ def tracemalloc_diff(directory: Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------- scale-out
+def timed_setup(
+    latency: float, concurrency: int, **store: Any
+) -> tuple[JudgeProcess, RecordingBackend, dict[str, Any]]:
+    """The judge process, the recording backend and a worker config with settle 0.5 s, tick
+    0.25 s and ``concurrency`` judge slots (scale-out and lag runs)."""
+    judge = JudgeProcess(latency)
+    backend = RecordingBackend()
+    config = worker_config(
+        judge,
+        downstream_endpoint=backend.url + "/v1/traces",
+        interval_seconds=0.25,
+        settle_seconds=0.5,
+        concurrency=concurrency,
+        judge_max_concurrency=concurrency,
+        **store,
+    )
+    return judge, backend, config
+
+
 def bench_scale(
     n_workers: int, turns: int, latency: float, concurrency: int, tmp: Path
 ) -> dict[str, Any]:
@@ -425,19 +444,10 @@ def bench_scale(
     from spanjudge.exporters.store import open_store
 
     schema = f"sjscale_{uuid.uuid4().hex[:8]}"
-    judge = JudgeProcess(latency)
-    backend = RecordingBackend()
-    settle, interval = 0.5, 0.25
-    config = worker_config(
-        judge,
-        downstream_endpoint=backend.url + "/v1/traces",
-        store_url=PG_URL,
-        store_schema=schema,
-        interval_seconds=interval,
-        settle_seconds=settle,
-        concurrency=concurrency,
-        judge_max_concurrency=concurrency,
+    judge, backend, config = timed_setup(
+        latency, concurrency, store_url=PG_URL, store_schema=schema
     )
+    settle, interval = config["settle_seconds"], config["interval_seconds"]
     store = open_store(PG_URL, schema=schema)
     workers = [Worker(config, tmp, f"scale{n_workers}-{i}") for i in range(n_workers)]
     kinds = mixed_turns()
@@ -516,18 +526,8 @@ def bench_lag(
     """One worker, ``per_second`` agent turns/s; lag = evaluation span at the backend - post."""
     import httpx
 
-    judge = JudgeProcess(latency)
-    backend = RecordingBackend()
-    settle, interval = 0.5, 0.25
-    config = worker_config(
-        judge,
-        downstream_endpoint=backend.url + "/v1/traces",
-        store_url=f"sqlite:///{tmp}/lag.db",
-        interval_seconds=interval,
-        settle_seconds=settle,
-        concurrency=concurrency,
-        judge_max_concurrency=concurrency,
-    )
+    judge, backend, config = timed_setup(latency, concurrency, store_url=f"sqlite:///{tmp}/lag.db")
+    settle, interval = config["settle_seconds"], config["interval_seconds"]
     worker = Worker(config, tmp, "lag")
     kinds = mixed_turns()
     posted: dict[str, float] = {}
