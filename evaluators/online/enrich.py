@@ -239,8 +239,8 @@ class Enricher:
                 end += 1
             chunk, items = items[:end], items[end:]
             if not self._send(chunk):
-                if items:  # the backend refuses: the rest waits for the same backoff
-                    self._give_back(items, count=sum(item.spans for item in items))
+                # the backend refuses: the rest of the claim waits for the same backoff
+                self._give_back([*chunk, *items], failed=count)
                 break
         return len(claim.items) + len(claim.missing)
 
@@ -251,12 +251,10 @@ class Enricher:
         except Exception:
             logger.debug("span forward raised", exc_info=True)
             ok = False
-        ids = [item.entry_id for item in items]
-        count = sum(item.spans for item in items)
         if not ok:
-            self._give_back(items, count=count)
             return False
-        self.store.mark_forwarded(ids, now=self.clock())
+        self.store.mark_forwarded([item.entry_id for item in items], now=self.clock())
+        count = sum(item.spans for item in items)
         held = sum(item.spans for item in items if item.hold)
         self.forwarded += count
         self.forwarded_held += held
@@ -265,19 +263,20 @@ class Enricher:
             self.telemetry.record_enrich_forwarded(count - held, held=False)
         return True
 
-    def _give_back(self, items: Sequence[OutboxItem], *, count: int) -> None:
+    def _give_back(self, items: Sequence[OutboxItem], *, failed: int) -> None:
+        """Entries back to the outbox after a refused send (``failed`` spans were in it)."""
         attempts = max(item.attempts for item in items)
         delay = delay_after(self._backoff, attempts)
         self.store.retry_outbox([item.entry_id for item in items], retry_at=self.clock() + delay)
-        self.failed += count
+        self.failed += failed
         if self.telemetry is not None:
-            self.telemetry.record_enrich_forward_failed(count)
+            self.telemetry.record_enrich_forward_failed(failed)
         if time.monotonic() - self._last_warning >= _WARN_EVERY:
             self._last_warning = time.monotonic()
             logger.warning(
                 "forwarding %d spans to the backend failed; they stay in the outbox and are "
                 "sent again in %.0f s",
-                count,
+                failed,
                 delay,
             )
 

@@ -152,3 +152,59 @@ def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(
         assert ss.scope == request.resource_spans[0].scope_spans[0].scope
         assert ss.schema_url == request.resource_spans[0].scope_spans[0].schema_url
     assert scored >= 1  # the agent span (bias) and the LLM span (faithfulness) carry scores
+
+
+def test_a_claim_goes_out_in_requests_of_at_most_batch_size_spans_and_a_refusal_stops_it(
+    tmp_path: Path, demo_request: Any
+) -> None:
+    """Pass-through entries of many writes are claimed together and sent in requests of at
+    most ``batch_size`` spans; when the backend refuses one, the rest of the claim is given back
+    untried (counted once sent and failed, not as failed)."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from spanjudge.evaluators.online.enrich import Enricher
+    from spanjudge.exporters.otlp_decode import decode_protobuf
+    from spanjudge.exporters.store import open_store
+    from tests.worker.conftest import split_request
+    from tests.worker.test_enrich import FlakyBackend
+
+    class Counting(FlakyBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+            self.refuse_after: int | None = None
+
+        def export(self, spans: Any) -> SpanExportResult:
+            self.sizes.append(len(spans))
+            if self.refuse_after is not None and len(self.sizes) > self.refuse_after:
+                self.refused += len(spans)
+                return SpanExportResult.FAILURE
+            return super().export(spans)
+
+    store = open_store(f"sqlite:///{tmp_path}/chunks.db")
+    parts = split_request(demo_request, 6)
+    sizes = [len(decode_protobuf(p.SerializeToString())) for p in parts]
+    backend = Counting()
+    enricher = Enricher([], store, backend, batch_size=max(sizes) + 1)  # no rule: nothing held
+    clock = Clock()
+    for part in parts:
+        records = decode_protobuf(part.SerializeToString(), keep_bytes=True)
+        store.write_spans(
+            records, now=clock.now, outbox=enricher.outbox_entries(records, clock.now)
+        )
+    backend.refuse_after = 1
+    enricher.clock = clock
+    assert enricher.forward_once() == len(parts)  # one entry per write, all in one claim
+    assert len(backend.sizes) == 2 and backend.sizes[0] <= max(sizes) * 2
+    assert enricher.forwarded == backend.sizes[0] == len(backend.spans())
+    assert enricher.failed == backend.sizes[1] == backend.refused  # only the refused request
+    assert store.stats(now=clock.now).outbox_due == sum(sizes) - backend.sizes[0]
+    clock.now += 120  # past the backoff
+    backend.refuse_after = None
+    while enricher.forward_once():
+        pass
+    assert sorted(f"{s.context.span_id:016x}" for s in backend.spans()) == sorted(
+        r.span_id for p in parts for r in decode_protobuf(p.SerializeToString())
+    )
+    assert all(n <= max(sizes) * 2 for n in backend.sizes)
+    store.close()
