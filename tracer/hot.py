@@ -128,32 +128,41 @@ def _arguments_start(
     kind: str, static: dict[str, Any], names: list[str], skip: int, tool_call_id: str | None
 ) -> StartBuilder:
     """Tools and chains: the positional arguments as a JSON object (``Plan.bound``'s keys)."""
-    prefixes = tuple(encode_basestring(name) + ":" for name in names[skip:])
+    # what goes before each positional argument's JSON, by position ("self"/"cls" never written)
+    openers = tuple(
+        ("{" if i == skip else ",") + encode_basestring(name) + ":" for i, name in enumerate(names)
+    )
     fixed_id = str(tool_call_id) if tool_call_id else None
     most = len(names)
-    tool = kind == "tool"
-    key = attrs.GEN_AI_TOOL_CALL_ARGUMENTS if tool else attrs.SPANJUDGE_INPUT
+    id_key = attrs.GEN_AI_TOOL_CALL_ID if kind == "tool" else None
+    key = attrs.GEN_AI_TOOL_CALL_ARGUMENTS if kind == "tool" else attrs.SPANJUDGE_INPUT
 
     def arguments_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        if kwargs or len(args) > most:
+        count = len(args)
+        if kwargs or count > most:
             return None
-        parts = []
-        for prefix, arg in zip(prefixes, args[skip:], strict=False):  # fewer args: defaults
-            if type(arg) is str:
-                parts.append(prefix + encode_basestring(arg))
-                continue
-            text = _scalar(arg)
+        if count == skip + 1:  # one argument: the common call
+            arg = args[skip]
+            text = encode_basestring(arg) if type(arg) is str else _scalar(arg)
             if text is None:
                 return None
-            parts.append(prefix + text)
-        json = "{" + ",".join(parts) + "}"
+            json = openers[skip] + text + "}"
+        elif count <= skip:
+            json = "{}"
+        else:
+            pieces = []
+            for i in range(skip, count):
+                arg = args[i]
+                text = encode_basestring(arg) if type(arg) is str else _scalar(arg)
+                if text is None:
+                    return None
+                pieces.append(openers[i] + text)
+            json = "".join(pieces) + "}"
         if len(json) > _POLICY.plain_limit:
             return None
         out = static.copy()
-        if tool:
-            out[attrs.GEN_AI_TOOL_CALL_ID] = (
-                fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
-            )
+        if id_key is not None:
+            out[id_key] = fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
         out[key] = json
         return out
 
@@ -217,7 +226,7 @@ def _documents_end(span: Any, value: Any) -> bool:
     limit = _POLICY.plain_limit
     if len(texts) > limit or len(refs) > limit:
         return False
-    span.set_attributes(
-        {attrs.GEN_AI_RETRIEVAL_DOCUMENTS: refs, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT: texts}
-    )
+    # two set_attribute calls cost less in the SDK than one set_attributes of two keys
+    span.set_attribute(attrs.GEN_AI_RETRIEVAL_DOCUMENTS, refs)
+    span.set_attribute(attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT, texts)
     return True
