@@ -53,8 +53,8 @@ class SqlCore(ABC):
         "bigint": "INTEGER",
         "blob": "BLOB",
     }
-    #: a condition on a row true when this transaction inserted it ("" where the write lock
-    #: serialises writers, so a look before inserting tells: SQLite)
+    #: a condition on a row true when this transaction inserted it ("": SQLite, where rowids
+    #: above the highest one before the insert tell, the write lock keeping others out)
     inserted_here = ""
 
     def __init__(self) -> None:

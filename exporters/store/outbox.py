@@ -75,36 +75,41 @@ class OutboxQueries(SqlCore):
     """:class:`~spanjudge.exporters.store.base.Outbox` over the shared SQL core."""
 
     # ------------------------------------------------------------------ writing (write_spans)
-    def _stored_keys(self, cur: Cursor, keys: Sequence[Key], *, here: bool) -> set[Key]:
-        """Which of ``keys`` are stored spans (``here``: inserted by this transaction)."""
+    def outbox_mark(self, cur: Cursor) -> int | None:
+        """Before the spans are inserted (SQLite): the highest span rowid, so the rows this write
+        adds can be told afterwards (the write lock keeps other writers out meanwhile). None on
+        PostgreSQL, which tells them by row version."""
+        if self.inserted_here:
+            return None
+        cur.execute("SELECT COALESCE(MAX(rowid), 0) FROM spans")
+        return int(cur.fetchone()[0])
+
+    def _inserted_keys(self, cur: Cursor, keys: set[Key], mark: int | None) -> set[Key]:
+        """Which of ``keys`` this transaction inserted as spans (``mark``: see outbox_mark)."""
         traces = sorted({trace_id for trace_id, _ in keys})
         found: set[Key] = set()
-        extra = f" AND {self.inserted_here}" if here else ""
+        mine = self.inserted_here or "rowid > ?"
         for i in range(0, len(traces), _CHUNK):
             part = traces[i : i + _CHUNK]
             marks = ", ".join("?" * len(part))
             cur.execute(
-                self.q(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks}){extra}"),
-                part,
+                self.q(
+                    f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks}) AND {mine}"
+                ),
+                [*part, mark] if mark is not None else part,
             )
             found.update((row[0], row[1]) for row in cur.fetchall())
-        return found
-
-    def outbox_known(self, cur: Cursor, entries: Sequence[OutboxEntry]) -> set[Key] | None:
-        """Before the spans are inserted: the entries' spans already stored (SQLite, where the
-        write lock makes this exact), or None (PostgreSQL asks afterwards, by row version)."""
-        if self.inserted_here or not entries:
-            return None
-        return self._stored_keys(cur, [(e.trace_id, e.span_id) for e in entries], here=False)
+        return found & keys
 
     def write_outbox(
-        self, cur: Cursor, entries: Sequence[OutboxEntry], known: set[Key] | None
+        self, cur: Cursor, entries: Sequence[OutboxEntry], mark: int | None, *, all_new: bool
     ) -> None:
         """After the spans: an entry for each span this write stored for the first time (a
-        re-delivered span is forwarded once). Held spans get an entry each; pass-through spans
-        with their bytes share one entry holding their request body."""
+        re-delivered span is forwarded once). ``all_new``: every span was inserted now (the
+        usual case: no look-up). Held spans get an entry each; pass-through spans with their
+        bytes share one entry holding their request body."""
         keys = {(e.trace_id, e.span_id) for e in entries}
-        fresh = self._stored_keys(cur, list(keys), here=True) if known is None else keys - known
+        fresh = keys if all_new else self._inserted_keys(cur, keys, mark)
         rows, passing = _rows(entries, fresh)
         rows += _batch(passing)
         rows.sort(key=lambda row: (row[0], row[1]))  # one lock order for concurrent writers

@@ -54,7 +54,7 @@ class SpanQueries(OutboxQueries):
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
         with self.transaction() as cur:
-            known = self.outbox_known(cur, outbox) if outbox else None
+            mark = self.outbox_mark(cur) if outbox else None
             self.insert_rows(
                 cur,
                 f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
@@ -62,6 +62,7 @@ class SpanQueries(OutboxQueries):
                 rows,
                 " ON CONFLICT (trace_id, span_id) DO NOTHING",
             )
+            all_new = cur.rowcount == len(rows)  # (rows inserted, whichever way the dialect)
             self.insert_rows(
                 cur,
                 "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
@@ -81,7 +82,7 @@ class SpanQueries(OutboxQueries):
                     f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
                 )
             if outbox:
-                self.write_outbox(cur, outbox, known)
+                self.write_outbox(cur, outbox, mark, all_new=all_new)
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
         rows = self.select(
