@@ -29,13 +29,6 @@ Key = tuple[str, str]
 _CHUNK = 500  # ids per IN (...) list
 
 
-def _payload(payload: bytes | None, envelope: bytes | None) -> bytes | None:
-    """A stored payload as written: a request body (no envelope) is kept compressed."""
-    if payload is None:
-        return None
-    return bytes(payload) if envelope is not None else zlib.decompress(payload)
-
-
 Passing = tuple[Key, bytes, bytes, float]  # a pass-through span: key, envelope, span, due
 
 
@@ -59,6 +52,20 @@ def _rows(
         hold = 1 if entry.hold else 0
         rows.append((trace_id, span_id, hold, entry.release_at, entry.span, entry.envelope, 1))
     return rows, passing
+
+
+def outbox_rows(
+    entries: Sequence[OutboxEntry], fresh: set[Key] | None = None
+) -> list[tuple[Any, ...]]:
+    """The outbox rows of ``entries`` (only those whose span is in ``fresh``; None: all), in
+    key order: held spans one each, pass-through spans with bytes one shared entry. Built
+    before the write transaction (compressing is CPU work that needs no lock)."""
+    if fresh is None:
+        fresh = {(e.trace_id, e.span_id) for e in entries}
+    rows, passing = _rows(entries, fresh)
+    rows += _batch(passing)
+    rows.sort(key=lambda row: (row[0], row[1]))  # one lock order for concurrent writers
+    return rows
 
 
 def _batch(passing: Sequence[Passing]) -> list[tuple[Any, ...]]:
@@ -102,21 +109,24 @@ class OutboxQueries(SqlCore):
         return found & keys
 
     def write_outbox(
-        self, cur: Cursor, entries: Sequence[OutboxEntry], mark: int | None, *, all_new: bool
+        self,
+        cur: Cursor,
+        entries: Sequence[OutboxEntry],
+        prepared: list[tuple[Any, ...]],
+        mark: int | None,
+        *,
+        all_new: bool,
     ) -> None:
         """After the spans: an entry for each span this write stored for the first time (a
-        re-delivered span is forwarded once). ``all_new``: every span was inserted now (the
-        usual case: no look-up). Held spans get an entry each; pass-through spans with their
-        bytes share one entry holding their request body."""
-        keys = {(e.trace_id, e.span_id) for e in entries}
-        fresh = keys if all_new else self._inserted_keys(cur, keys, mark)
-        rows, passing = _rows(entries, fresh)
-        rows += _batch(passing)
-        rows.sort(key=lambda row: (row[0], row[1]))  # one lock order for concurrent writers
-        for i in range(0, len(rows), _CHUNK):
+        re-delivered span is forwarded once). ``prepared``: :func:`outbox_rows` made before the
+        transaction, right when ``all_new`` (every span was inserted now: the usual case)."""
+        if not all_new:
+            keys = {(e.trace_id, e.span_id) for e in entries}
+            prepared = outbox_rows(entries, self._inserted_keys(cur, keys, mark))
+        for i in range(0, len(prepared), _CHUNK):
             # one statement for many rows (a round trip each on PostgreSQL otherwise); once
             # ever per span: held entries are keyed by their span
-            part = rows[i : i + _CHUNK]
+            part = prepared[i : i + _CHUNK]
             values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(part))
             cur.execute(
                 self.q(
@@ -168,7 +178,7 @@ class OutboxQueries(SqlCore):
                     int(row[2]),
                     trace_id=row[3],
                     span_id=row[4],
-                    payload=_payload(row[5], row[6]),
+                    payload=bytes(row[5]) if row[5] is not None else None,
                     envelope=bytes(row[6]) if row[6] is not None else None,
                     spans=int(row[7]),
                 )
@@ -205,6 +215,9 @@ class OutboxQueries(SqlCore):
                     scored = held.get((record.trace_id or "", record.span_id or ""))
                     if scored is not None:
                         scored.results.append(record)
+        for item in items:  # outside the transaction: SQLite's write lock is not held for it
+            if item.payload is not None and item.envelope is None:
+                item.payload = zlib.decompress(item.payload)
         found = {item.entry_id for item in items}
         return OutboxClaim(items, sorted(claimed - found))
 

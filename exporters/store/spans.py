@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, OutboxEntry
 from spanjudge.exporters.store.core import wall
-from spanjudge.exporters.store.outbox import OutboxQueries
+from spanjudge.exporters.store.outbox import OutboxQueries, outbox_rows
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS,
     SPAN_TYPES,
@@ -53,6 +53,7 @@ class SpanQueries(OutboxQueries):
         trace_rows = [(t, arrived, arrived, roots[t]) for t in sorted(roots)]
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
+        prepared = outbox_rows(outbox)
         with self.transaction() as cur:
             mark = self.outbox_mark(cur) if outbox else None
             self.insert_rows(
@@ -82,7 +83,7 @@ class SpanQueries(OutboxQueries):
                     f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
                 )
             if outbox:
-                self.write_outbox(cur, outbox, mark, all_new=all_new)
+                self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
         rows = self.select(
