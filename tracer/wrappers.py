@@ -59,20 +59,19 @@ def _record_error(span: Any, exc: BaseException) -> None:
         capture.note_failure(failure)
 
 
-def _begin(
-    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context
-) -> tuple[Any, Any]:
-    """Start the call's span as a child of ``ctx`` (the current context); returns (span, what
-    the decorator may assume is already on it). The second item is ``None`` when the span is not
-    recording.
+def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Start the call's span; returns (span, what the decorator may assume is already on it).
+
+    The second item is ``None`` when the span is not recording.
     """
     start = plan.hot_start
-    known = None
-    if start is not None and plan.warm and CONVERSATION.get() is None:
-        try:
-            known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
-        except Exception:  # an odd argument: the general path records it (or the failure)
-            known = None
+    if start is None or not plan.warm or CONVERSATION.get() is not None:
+        return _begin_general(plan, args, kwargs, None)
+    ctx = get_current()
+    try:
+        known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
+    except Exception:  # an odd argument: the general path records it (or the failure)
+        known = None
     if known is None:
         return _begin_general(plan, args, kwargs, ctx)
     span = (_tracer or _get_tracer()).start_span(plan.span_name, context=ctx, attributes=known)
@@ -83,8 +82,10 @@ def _begin(
 
 
 def _begin_general(
-    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context
+    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context | None
 ) -> tuple[Any, Any]:
+    """``_begin`` for every call the fast path does not take; ``ctx``: the current context if
+    already read (``None``: the SDK reads it)."""
     if plan.fixed and CONVERSATION.get() is None:
         attributes = plan.static  # nothing about this call changes the name or the start set
         name = plan.span_name
@@ -111,16 +112,6 @@ def _begin_general(
     return span, attributes
 
 
-def _end(plan: Plan, span: Any, result: Any, known: Mapping[str, Any] | None) -> None:
-    """Record the result (``known``: the start attributes, if nothing else was written since)."""
-    try:
-        hot_end = plan.hot_end
-        if known is None or hot_end is None or not hot_end(span, result):
-            plan.on_end(span, result, known)
-    except Exception as failure:
-        capture.note_failure(failure)
-
-
 def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
     """An agent given its conversation id as an argument: its children carry the id too."""
     conv_id = known.get(attrs.GEN_AI_CONVERSATION_ID)
@@ -135,11 +126,11 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = get_current()
         # _begin, written out: this is the path most calls take
         start = plan.hot_start
-        known = None
+        known = ctx = None
         if start is not None and plan.warm and CONVERSATION.get() is None:
+            ctx = get_current()  # read once, handed to the SDK (which would read it 4 times)
             try:
                 known = start(args, kwargs)
             except Exception:
@@ -195,14 +186,13 @@ def wrap_coroutine(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         # The span starts when the coroutine runs (is awaited), not when it is created.
-        parent = get_current()
-        span, known = _begin(plan, args, kwargs, parent)
+        span, known = _begin(plan, args, kwargs)
         if known is None and not span.get_span_context().is_valid:
             return await fn(*args, **kwargs)
         conv_token = (
             _enter_conversation(plan, known) if known is not None and plan.conv_from_arg else None
         )
-        token = attach(set_span_in_context(span, parent))
+        token = attach(set_span_in_context(span))
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:  # CancelledError included: ERROR status, then re-raised
@@ -227,12 +217,11 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Runs at the first next(): that is when the span starts.
-        parent = get_current()
-        span, known = _begin(plan, args, kwargs, parent)
+        span, known = _begin(plan, args, kwargs)
         recording = known is not None
         if not recording and not span.get_span_context().is_valid:
             return (yield from fn(*args, **kwargs))
-        ctx = set_span_in_context(span, parent)
+        ctx = set_span_in_context(span)
         chunks: list[Any] = []
         gen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = gen.send
@@ -282,11 +271,10 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
 def wrap_async_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = get_current()
-        span, known = _begin(plan, args, kwargs, parent)
+        span, known = _begin(plan, args, kwargs)
         recording = known is not None
         # No SDK (invalid span): leave the OpenTelemetry context alone, but keep the protocol.
-        ctx = set_span_in_context(span, parent) if span.get_span_context().is_valid else None
+        ctx = set_span_in_context(span) if span.get_span_context().is_valid else None
         chunks: list[Any] = []
         agen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = agen.asend

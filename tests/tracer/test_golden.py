@@ -3,8 +3,8 @@
 The per-call path of the tracer has fast paths for the common shapes (plain strings, flat dicts,
 lists of strings) beside the general capture code. This test pins the exported spans (name,
 attributes, status, event names) of many scenarios to ``golden_spans.json``, which was written by
-the general code before any fast path existed: a fast path that records anything different fails
-here. Every scenario calls its functions twice, because the first call of a decorated function
+the general code before any fast path existed (the tracer of commit 70eca76, every scenario
+included): a fast path that records anything different fails here. Every scenario calls its functions twice, because the first call of a decorated function
 captures its inputs onto the started span and later calls hand them to ``start_span``.
 
 To rewrite the file after an intended change of what is recorded (review the diff)::
@@ -367,6 +367,80 @@ def scenario_handle_writes() -> None:
         replaced("v")
         chosen("q")
         chained("c")
+
+
+def scenario_output_set_through_the_handle() -> None:
+    for kind, key in (
+        ("llm", "gen_ai.output.messages"),
+        ("agent", "gen_ai.output.messages"),
+        ("tool", "gen_ai.tool.call.result"),
+        ("chain", "spanjudge.output"),
+        ("retriever", "gen_ai.retrieval.documents"),
+    ):
+        sync, coro = _presetting(kind, key)
+        for _ in range(2):
+            sync("q")
+            asyncio.run(coro("q"))
+
+
+def _presetting(kind: str, key: str) -> tuple[Any, Any]:
+    @observe(kind=kind, name=f"preset_{kind}")
+    def sync(question: str) -> str:
+        current_span().set_attribute(key, "set by hand")
+        return "returned"
+
+    @observe(kind=kind, name=f"apreset_{kind}")
+    async def coro(question: str) -> str:
+        current_span().set_attribute(key, "set by hand")
+        await asyncio.sleep(0)
+        return "returned"
+
+    return sync, coro
+
+
+def scenario_concurrent_coroutines() -> None:
+    @observe(kind="llm")
+    async def writes_usage(prompt: str) -> str:
+        await asyncio.sleep(0)
+        current_span().set_usage(input_tokens=3, output_tokens=4)
+        await asyncio.sleep(0)
+        return "with usage"
+
+    @observe(kind="tool")
+    async def quiet(x: str) -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return x
+
+    async def both() -> None:
+        await asyncio.gather(writes_usage("p"), quiet("a"), quiet("b"), writes_usage("r"))
+
+    for _ in range(2):
+        asyncio.run(both())
+
+
+def scenario_policy_changes_between_calls() -> None:
+    functions = []
+    for kind in ("agent", "llm", "retriever", "tool", "chain"):
+
+        @observe(kind=kind, name=f"switch_{kind}", tool_call_id="call-1")
+        def switch(question: str) -> str:
+            return question + "!"
+
+        functions.append(switch)
+    for change in (
+        {},
+        {"pii": True},
+        {"pii": False, "max_value_length": 20},
+        {"max_value_length": 16_384, "content": False},
+        {"content": True, "redact": lambda key, text: text.upper()},
+    ):
+        capture.set_policy(**change)
+        if "redact" not in change:
+            capture.POLICY.redact = None
+        for function in functions:
+            function("call me at jane@example.com")
+            function("call me at jane@example.com")
 
 
 def scenario_errors() -> None:
