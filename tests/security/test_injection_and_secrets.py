@@ -209,11 +209,25 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(params=["scored", "unauthorized", "server_error", "refused"])
+@pytest.fixture(
+    params=[
+        (case, transport)
+        for case in ("scored", "unauthorized", "server_error", "refused")
+        for transport in ("direct", "litellm")
+    ],
+    ids=lambda p: "-".join(p),
+)
 def judge_case(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, str | None]]:
-    """(case, LiteLLMJudge with the secret key, expected error_type or None)."""
-    case = str(request.param)
-    options = {"api_key": SECRET, "max_retries": 0, "timeout": 10.0, "backoff_base": 0.01}
+    """(case, LiteLLMJudge with the secret key, expected error_type or None), over both of the
+    judge's transports: its direct HTTP path and litellm."""
+    case, transport = request.param
+    options = {
+        "api_key": SECRET,
+        "max_retries": 0,
+        "timeout": 10.0,
+        "backoff_base": 0.01,
+        "transport": transport,
+    }
     if case == "scored":
         server = start_offline_judge()
         yield case, server.judge(**options), None
@@ -322,7 +336,10 @@ def test_judge_api_key_never_leaks(
     # positive controls: each place was really filled by this run
     assert "spanjudge_evaluations_total" in exposition
     assert "faith" in haystacks["database file"] and "faith" in haystacks["evaluation spans"]
-    assert "scripted-judge" in haystacks["logs"]  # litellm's own DEBUG lines were captured
+    if judge.transport == "litellm":
+        assert "scripted-judge" in haystacks["logs"]  # litellm's own DEBUG lines were captured
+    else:
+        assert "httpcore" in haystacks["logs"]  # the direct path's HTTP DEBUG lines were
     for where, text in haystacks.items():
         assert SECRET_TAIL not in text, f"{case}: the API key shows in the {where}"
 

@@ -86,7 +86,8 @@ def test_a_real_small_model_scores_through_negotiated_structured_output(llama_se
     # valid and bounded, recorded with the judge's name; its value is the model's business
     assert 0.0 <= score <= 1.0 and metric.error is None
     data = metric.to_data()
-    assert data.judge_model == "openai/smollm2" and data.judge_calls >= 2
+    # a model that finds no opinion stops after one call; one that finds some asks again
+    assert data.judge_model == "openai/smollm2" and data.judge_calls >= 1
     # the server refused json_schema (llama-cpp-python: a 500 quoting the validation error);
     # the judge learnt json_object + schema, which the server's grammar enforces
     learnt = NEGOTIATOR.state((llama_server, "openai/smollm2"), start=lambda: "unused")
