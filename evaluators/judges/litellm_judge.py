@@ -315,6 +315,19 @@ class LiteLLMJudge(Judge):
             self._direct = choose_direct(self, _load_litellm) or False
         return self._direct or None
 
+    def _failed(self, key: tuple[str, str], form: str, top: int, exc: Exception) -> None:
+        """Returns when the call should go again without a refused field; raises otherwise."""
+        if not self._renegotiate(key, form, top, exc):
+            raise self._translate(exc) from None
+
+    def _read(self, raw: Any, direct: Any) -> Completion:
+        if direct is not None:
+            return self._answer(raw, price(self.model_name, raw, _load_litellm))
+        return self._answer(raw, self._litellm_cost(raw))
+
+    def _unsettled(self) -> JudgeError:
+        return JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
+
     def _complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         direct = self._direct_transport()
         for _ in range(8):  # each pass drops a refused field; the prompt form is never refused
@@ -322,17 +335,14 @@ class LiteLLMJudge(Judge):
             request = self._request(messages, schema, form, top)
             try:
                 if direct is not None:
-                    body = direct.complete(direct_body(request))
+                    raw = direct.complete(direct_body(request))
                 else:
-                    response = _load_litellm().completion(**request)
+                    raw = _load_litellm().completion(**request)
             except Exception as exc:
-                if self._renegotiate(key, form, top, exc):
-                    continue
-                raise self._translate(exc) from None
-            if direct is not None:
-                return self._answer(body, price(self.model_name, body, _load_litellm))
-            return self._answer(response, self._litellm_cost(response))
-        raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
+                self._failed(key, form, top, exc)
+                continue
+            return self._read(raw, direct)
+        raise self._unsettled()
 
     async def _a_complete(self, messages: Messages, schema: type[BaseModel]) -> Completion:
         direct = self._direct_transport()
@@ -341,14 +351,11 @@ class LiteLLMJudge(Judge):
             request = self._request(messages, schema, form, top)
             try:
                 if direct is not None:
-                    body = await direct.a_complete(direct_body(request))
+                    raw = await direct.a_complete(direct_body(request))
                 else:
-                    response = await _load_litellm().acompletion(**request)
+                    raw = await _load_litellm().acompletion(**request)
             except Exception as exc:
-                if self._renegotiate(key, form, top, exc):
-                    continue
-                raise self._translate(exc) from None
-            if direct is not None:
-                return self._answer(body, price(self.model_name, body, _load_litellm))
-            return self._answer(response, self._litellm_cost(response))
-        raise JudgeError(f"{self.model_name}: structured-output negotiation did not settle")
+                self._failed(key, form, top, exc)
+                continue
+            return self._read(raw, direct)
+        raise self._unsettled()
