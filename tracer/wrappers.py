@@ -28,6 +28,11 @@ from spanjudge.tracer.plan import Plan
 _MAX_CHUNKS = 10_000
 
 _tracer: trace.Tracer | None = None
+# Bound once: a method looked up on the context variable per call is not cached by CPython 3.11.
+_conversation = CONVERSATION.get
+# start_span's positional parameters are (name, context, kind, attributes) in the API's Tracer:
+# positional arguments take CPython's fast call path, keywords do not.
+INTERNAL = trace.SpanKind.INTERNAL
 
 
 def _get_tracer() -> trace.Tracer:
@@ -65,7 +70,7 @@ def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[A
     The second item is ``None`` when the span is not recording.
     """
     start = plan.hot_start
-    if start is None or not plan.warm or CONVERSATION.get() is not None:
+    if start is None or not plan.warm or _conversation() is not None:
         return _begin_general(plan, args, kwargs, None)
     ctx = get_current()
     try:
@@ -74,7 +79,7 @@ def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[A
         known = None
     if known is None:
         return _begin_general(plan, args, kwargs, ctx)
-    span = (_tracer or _get_tracer()).start_span(plan.span_name, context=ctx, attributes=known)
+    span = (_tracer or _get_tracer()).start_span(plan.span_name, ctx, INTERNAL, known)
     if span.is_recording():
         return span, known
     plan.warm = False
@@ -129,7 +134,7 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
         # _begin, written out: this is the path most calls take
         start = plan.hot_start
         known = ctx = None
-        if start is not None and plan.warm and CONVERSATION.get() is None:
+        if start is not None and plan.warm and _conversation() is None:
             ctx = get_current()  # read once, handed to the SDK (which would read it 4 times)
             try:
                 known = start(args, kwargs)
@@ -138,9 +143,7 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
         if known is None:
             span, known = _begin_general(plan, args, kwargs, ctx)
         else:
-            span = (_tracer or _get_tracer()).start_span(
-                plan.span_name, context=ctx, attributes=known
-            )
+            span = (_tracer or _get_tracer()).start_span(plan.span_name, ctx, INTERNAL, known)
             if not span.is_recording():
                 plan.warm = False
                 known = None
@@ -157,7 +160,8 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
         conv_token = _enter_conversation(plan, known) if plan.conv_from_arg else None
         token = attach(set_span_in_context(span, ctx))
         try:
-            result = fn(*args, **kwargs)
+            # fn(*args, **kwargs) copies kwargs into a new dict even when it is empty
+            result = fn(*args, **kwargs) if kwargs else fn(*args)
         except BaseException as exc:
             detach(token)
             if conv_token is not None:
