@@ -4,7 +4,8 @@ The per-call path of the tracer has fast paths for the common shapes (plain stri
 lists of strings) beside the general capture code. This test pins the exported spans (name,
 attributes, status, event names) of many scenarios to ``golden_spans.json``, which was written by
 the general code before any fast path existed (the tracer of commit 70eca76, every scenario
-included): a fast path that records anything different fails here. Every scenario calls its functions twice, because the first call of a decorated function
+included): a fast path that records anything different fails here. Every scenario calls its
+functions twice, because the first call of a decorated function
 captures its inputs onto the started span and later calls hand them to ``start_span``.
 
 To rewrite the file after an intended change of what is recorded (review the diff)::
