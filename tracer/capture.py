@@ -251,11 +251,14 @@ def scalar_json(value: Any) -> str | None:
         return "null"
     if kind is bool:
         return "true" if value else "false"
-    if kind is int:
+    if kind is int and -_BIG_INT < value < _BIG_INT:
         return int.__repr__(value)
     return None
 
 
+# Ints up to 600 digits only: int -> str may refuse longer ones (sys.set_int_max_str_digits,
+# at least 640); the encoder's careful path deals with those.
+_BIG_INT = 10**600
 _SMALL = 8  # containers up to this size are written item by item; longer ones by the C encoder
 
 

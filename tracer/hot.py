@@ -16,6 +16,7 @@ has work to do.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections.abc import Callable, Mapping
@@ -30,10 +31,37 @@ EndWriter = Callable[[Any, Any], bool]
 
 _POLICY = capture.POLICY  # the one policy object: set_policy() changes it in place
 _scalar = capture.scalar_json
-# The general path's f"call_{random.getrandbits(64):016x}" at half the cost (same text); bound
-# once: random.seed() reseeds the same generator, so seeding still works.
-_bits = random.getrandbits
 _valid = capture.valid_text
+# Fresh tool call ids, "call_" + 16 hex digits, from a generator of our own: the app's
+# random.seed() and random stream are not ours to use. Drawn 256 at a time (one getrandbits());
+# a call pops one.
+_ids = random.Random()
+_call_ids: list[str] = []
+_pop_call_id = _call_ids.pop
+
+
+def _draw_call_ids() -> str:
+    digits = _ids.getrandbits(64 * 256).to_bytes(2048, "big").hex()
+    _call_ids.extend(["call_" + digits[i : i + 16] for i in range(16, 4096, 16)])
+    return "call_" + digits[:16]
+
+
+def new_call_id() -> str:
+    """A fresh random tool call id."""
+    try:
+        return _pop_call_id()
+    except IndexError:
+        return _draw_call_ids()
+
+
+def _after_fork_in_child() -> None:
+    # a forked child must not hand out the ids its parent will
+    _ids.seed()
+    _call_ids.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _USER_OPEN, _USER_CLOSE = messages.USER_OPEN, messages.TEXT_CLOSE
 _ASSISTANT_OPEN, _ASSISTANT_CLOSE = messages.ASSISTANT_OPEN, messages.STOP_CLOSE
@@ -66,9 +94,7 @@ def start_builder(
 
         def tool_id_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
             out = static.copy()
-            out[attrs.GEN_AI_TOOL_CALL_ID] = (
-                fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
-            )
+            out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or new_call_id()
             return out
 
         return tool_id_only
@@ -162,7 +188,13 @@ def _arguments_start(
             return None
         out = static.copy()
         if id_key is not None:
-            out[id_key] = fixed_id or "call_" + _bits(64).to_bytes(8, "big").hex()
+            if fixed_id:
+                out[id_key] = fixed_id
+            else:
+                try:  # new_call_id(), written out
+                    out[id_key] = _pop_call_id()
+                except IndexError:
+                    out[id_key] = _draw_call_ids()
         out[key] = json
         return out
 

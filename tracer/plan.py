@@ -9,7 +9,6 @@ dict operations. The per-call methods below only read what ``__init__`` decided.
 from __future__ import annotations
 
 import inspect
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -224,7 +223,7 @@ class Plan:
         if kind == "tool":
             call_id = _value(self.tool_call_id_arg, args, kwargs) if self.tool_call_id_arg else None
             if call_id is None:
-                call_id = self.tool_call_id or f"call_{random.getrandbits(64):016x}"
+                call_id = self.tool_call_id or hot.new_call_id()
             out[attrs.GEN_AI_TOOL_CALL_ID] = str(call_id)
         if capture.POLICY.content and self.capture_input:
             if kind == "llm" or kind == "agent":

@@ -173,11 +173,15 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
         if conv_token is not None:
             CONVERSATION.reset(conv_token)
         try:
-            # No handle write during the call: what we started the span with is all it has.
-            if writes != _context.writes:
+            if writes != _context.writes:  # a handle wrote to the span: read it back
                 plan.on_end(span, result, None)
-            elif hot_end is None or not hot_end(span, result):
-                plan.on_end(span, result, known)
+            else:  # what the span was started with is all it has
+                try:
+                    done = hot_end is not None and hot_end(span, result)
+                except Exception:  # an odd result: the general path records it
+                    done = False
+                if not done:
+                    plan.on_end(span, result, known)
         except Exception as failure:
             capture.note_failure(failure)
         span.end()

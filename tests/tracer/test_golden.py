@@ -164,6 +164,29 @@ def scenario_values_of_every_shape() -> None:
         _kinds_on(value, repeat=1)
 
 
+def scenario_odd_scalars() -> None:
+    class Text(str):
+        pass
+
+    class Table(dict[str, Any]):
+        pass
+
+    values: list[Any] = [
+        10**5000,  # more digits than int -> str allows by default
+        -(10**5000),
+        10**599,
+        Text("a str subclass"),
+        Table(a=1),
+        [10**5000],
+        {"k": 10**5000},
+        {"a": 1, "b": True, "c": None, "d": "e", "f": 1.5},
+        list(range(20)),
+        {str(i): i for i in range(20)},
+    ]
+    for value in values:
+        _kinds_on(value)
+
+
 def scenario_argument_shapes() -> None:
     _shapes(ASCII, ASCII)
     _shapes(UNICODE, {"answer": UNICODE, "n": 1})
