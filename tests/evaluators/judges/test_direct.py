@@ -5,6 +5,10 @@ opens and closes."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import socket
+import warnings
+import weakref
 from typing import Any
 
 import pytest
@@ -15,9 +19,10 @@ from spanjudge.evaluators.judges import (
     JudgeError,
     JudgeRateLimitError,
     JudgeServerError,
+    JudgeTimeoutError,
     LiteLLMJudge,
 )
-from spanjudge.evaluators.judges.direct import direct_body
+from spanjudge.evaluators.judges.direct import HTTPFailure, _check, direct_body
 from spanjudge.testing import Fault, ScriptedJudgeServer
 
 
@@ -126,3 +131,83 @@ def test_one_judge_across_event_loops_and_threads() -> None:
             assert len(asyncio.run(batch())) == 5
         assert judge.generate("x", Reason)[0].reason == "ok"  # and the sync client
         assert len(server.requests) == 16
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        (Fault.status(429, retry_after=0), JudgeRateLimitError),
+        (Fault.status(503), JudgeServerError),
+        (Fault.status(401), JudgeError),
+        (Fault.hang(5), JudgeTimeoutError),
+    ],
+)
+def test_async_calls_fail_as_sync_calls_do(fault: Fault, error: type[Exception]) -> None:
+    # async calls take another HTTP client than sync ones: each failure must still become the
+    # same judge error, so the engine retries and reports it alike
+    with ScriptedJudgeServer() as server:
+        server.add_rule(fault)
+        judge = make(server, "direct", max_retries=0)
+        judge.timeout = 0.5
+        with pytest.raises(error) as caught:
+            asyncio.run(judge.a_generate("x", Reason))
+    assert type(caught.value) is error
+
+
+def test_async_connection_refused_is_a_connection_error_without_the_key() -> None:
+    judge = LiteLLMJudge(
+        "openai/q",
+        api_base=f"http://127.0.0.1:{_free_port()}/v1",
+        api_key="sk-async-secret-value-77",
+        transport="direct",
+        max_retries=1,
+        backoff_base=0.01,
+    )
+    with pytest.raises(JudgeConnectionError) as caught:
+        asyncio.run(judge.a_generate("x", Reason))
+    assert "sk-async-secret-value-77" not in str(caught.value)
+
+
+def test_what_came_back_instead_of_an_answer_is_said() -> None:
+    # both clients hand status, headers and body to the same check
+    with pytest.raises(HTTPFailure) as caught:
+        _check(500, {"retry-after": "3"}, b'{"error": {"message": "overloaded"}}')
+    assert (caught.value.status_code, caught.value.retry_after) == (500, 3.0)
+    assert str(caught.value) == "HTTP 500: overloaded"
+    with pytest.raises(HTTPFailure, match="HTTP 404: no such route"):
+        _check(404, {}, b"no such route")
+    with pytest.raises(HTTPFailure, match="the answer is not JSON: <html>") as caught:
+        _check(200, {}, b"<html>\xff")
+    assert caught.value.status_code == 502
+    with pytest.raises(HTTPFailure, match="not a JSON object"):
+        _check(200, {}, b"[1, 2]")
+    assert _check(200, {"retry-after": "soon"}, b'{"choices": []}') == {"choices": []}
+
+
+def test_async_clients_close_with_their_loops_and_keep_no_loop_alive() -> None:
+    # every asyncio.run() of the online loop gets its own client; when the loop ends the client
+    # is closed (aiohttp warns about one that is not) and the transport forgets the loop
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"reason": "ok"}, schema="Reason")
+        judge = make(server, "direct")
+        loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+        async def batch() -> int:
+            loops.append(weakref.ref(asyncio.get_running_loop()))
+            return len(await asyncio.gather(*(judge.a_generate("x", Reason) for _ in range(4))))
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert [asyncio.run(batch()) for _ in range(3)] == [4, 4, 4]
+            gc.collect()
+        unclosed = [w for w in caught if "Unclosed" in str(w.message)]
+        assert unclosed == []
+        assert all(ref() is None for ref in loops)
+        assert judge._direct_transport()._async == {}
+        assert len(server.requests) == 12
