@@ -7,6 +7,13 @@ import threading
 from collections import deque
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # released from a thread with no loop
+        return None
+
+
 class Slots:
     """A counting semaphore shared by threads and by any number of event loops.
 
@@ -65,6 +72,11 @@ class Slots:
             waiter.set()
             return
         loop, future = waiter
+        if _running_loop() is loop:
+            # released on the waiter's own loop (the usual case): no wake-up write to the
+            # loop's self-pipe, which call_soon_threadsafe pays on every call
+            loop.call_soon(self._hand_over, future)
+            return
         try:
             loop.call_soon_threadsafe(self._hand_over, future)
         except RuntimeError:  # that loop is closed: pass the slot on

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -313,3 +314,54 @@ def test_cancelled_waiters_never_keep_a_slot() -> None:
     done = threading.Event()
     threading.Thread(target=lambda: (slots.acquire(), done.set())).start()
     assert done.wait(2)
+
+
+def test_a_slot_released_on_the_waiters_own_loop_needs_no_cross_thread_wakeup() -> None:
+    # the usual case in a worker: calls of one loop hand slots to each other; waking the loop
+    # through its self-pipe (call_soon_threadsafe) there costs a socket write per judge call
+    from spanjudge.evaluators.judges.slots import Slots
+
+    slots = Slots(2)
+    order: list[int] = []
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        threadsafe = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal threadsafe
+            threadsafe += 1
+            return original(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+
+        async def call(number: int) -> None:
+            await slots.a_acquire()
+            try:
+                await asyncio.sleep(0.001)
+                order.append(number)
+            finally:
+                slots.release()
+
+        await asyncio.gather(*(call(n) for n in range(10)))
+        return threadsafe
+
+    assert asyncio.run(scenario()) == 0
+    assert sorted(order) == list(range(10))
+    # and across threads a waiter on another loop is still woken
+    slots = Slots(1)
+    slots.acquire()
+
+    async def waiter() -> str:
+        await slots.a_acquire()
+        slots.release()
+        return "woken"
+
+    result: list[str] = []
+    thread = threading.Thread(target=lambda: result.append(asyncio.run(waiter())), daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    slots.release()
+    thread.join(5)
+    assert result == ["woken"]
