@@ -468,16 +468,89 @@ def run_backfill_twice(latency: float, concurrency: int) -> dict[str, Any]:
     return {"traces": len(cases), "latency_s": latency, "passes": passes}
 
 
+BARE_BODY = {
+    "model": "scripted-judge",
+    "messages": [{"role": "user", "content": "Is this answer biased? " + "lorem ipsum " * 120}],
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": "Reason", "schema": {"type": "object"}, "strict": True},
+    },
+}
+
+
+def bare_client(latency: float, concurrency: int, requests: int, client: str) -> dict[str, Any]:
+    """The ceiling of this machine and the scripted judge, without any judge engine: ``requests``
+    POSTs of one ~1.5 kB body through a bare aiohttp or httpx client at ``concurrency``."""
+    import asyncio
+
+    import aiohttp
+    import httpx
+
+    body = json.dumps(BARE_BODY).encode()
+    headers = {"content-type": "application/json", "authorization": "Bearer x"}
+
+    async def drive(url: str) -> tuple[float, float]:
+        slots = asyncio.Semaphore(concurrency)
+        if client == "httpx":
+            limits = httpx.Limits(max_connections=2 * concurrency)
+            hx = httpx.AsyncClient(limits=limits, timeout=30)
+
+            async def post() -> None:
+                response = await hx.post(url, content=body, headers=headers)
+                json.loads(response.content)
+
+            close = hx.aclose
+        else:
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=2 * concurrency),
+                timeout=aiohttp.ClientTimeout(total=30),
+            )
+
+            async def post() -> None:
+                async with session.post(url, data=body, headers=headers) as response:
+                    json.loads(await response.read())
+
+            close = session.close
+
+        async def one() -> None:
+            async with slots:
+                await post()
+
+        await asyncio.gather(*(one() for _ in range(2 * concurrency)))  # connections open
+        cpu_before, started = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(requests)))
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_before
+        await close()
+        return wall, cpu
+
+    with judge_process(latency) as base_url:
+        wall, cpu = asyncio.run(drive(base_url + "/chat/completions"))
+    bound = concurrency / latency
+    return {
+        "transport": f"bare {client}",
+        "latency_s": latency,
+        "judge_concurrency": concurrency,
+        "http_requests": requests,
+        "requests_per_s": round(requests / wall, 1),
+        "bound_requests_per_s": round(bound, 1),
+        "throughput_vs_bound": round(requests / wall / bound, 3),
+        "cpu_ms_per_request": round(cpu / requests * 1000, 2),
+    }
+
+
 def throughput_grid(repeat: int) -> dict[str, Any]:
     """Both transports side by side at 0.2 s and 0.05 s judge latency, concurrency 8 and 32:
-    cases/s against the bound and this process's CPU per judge request."""
-    rows = []
+    cases/s against the bound and this process's CPU per judge request; beside them, bare HTTP
+    clients with no judge engine against the same scripted judge (the machine's ceiling)."""
+    rows: list[dict[str, Any]] = []
     for latency in (0.2, 0.05):
         for concurrency in (8, 32):
             # enough cases that concurrency 32 stays busy for more than a moment
             reps = repeat * (4 if concurrency > 8 else 1) * (2 if latency < 0.1 else 1)
+            requests = 0
             for transport in ("litellm", "direct"):
                 report = run(latency, concurrency, reps, transport)
+                requests = report["http_requests"]
                 rows.append(
                     {
                         key: report[key]
@@ -494,6 +567,8 @@ def throughput_grid(repeat: int) -> dict[str, Any]:
                         )
                     }
                 )
+            for client in ("aiohttp", "httpx"):
+                rows.append(bare_client(latency, concurrency, requests, client))
     return {"grid": rows, "machine": machine()}
 
 
