@@ -22,7 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spanjudge.evaluators.metrics.base import MISSING_FIELD, BaseMetric, MetricData, run_sync
+from spanjudge.evaluators.metrics.base import MISSING_FIELD, BaseMetric, run_sync
+from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
 DEFAULT_MAX_CONCURRENCY = 16

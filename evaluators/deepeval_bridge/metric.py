@@ -22,11 +22,11 @@ from spanjudge.evaluators.deepeval_bridge.model import Spend, measuring
 from spanjudge.evaluators.metrics.base import (
     EVALUATION_ERROR,
     MISSING_FIELD,
-    MetricData,
     MetricError,
     _judge_error_type,
 )
 from spanjudge.evaluators.metrics.identity import EXECUTION_ONLY, class_digest, identity_value
+from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
 NAME_PREFIX = "deepeval_"

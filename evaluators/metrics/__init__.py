@@ -3,7 +3,6 @@ engine they share."""
 
 from spanjudge.evaluators.metrics.base import (
     BaseMetric,
-    MetricData,
     MetricError,
     MissingFieldError,
 )
@@ -19,6 +18,7 @@ from spanjudge.evaluators.metrics.geval_conversation import (
     ConversationalGEvalTemplate,
 )
 from spanjudge.evaluators.metrics.geval_steps import steps_cache
+from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.metrics.topic_adherence import (
     TopicAdherenceMetric,
     TopicAdherenceTemplate,

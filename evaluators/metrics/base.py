@@ -18,11 +18,11 @@ import contextvars
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel
 
+from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
 if TYPE_CHECKING:
@@ -66,74 +66,6 @@ class MissingFieldError(ValueError):
         super().__init__(
             f"{metric} needs {', '.join(self.fields)}: missing or empty in the test case"
         )
-
-
-class MetricData(BaseModel):
-    """One metric's outcome on one case, as it crosses into stores, spans and reports.
-
-    ``score`` is ``None`` whenever ``error`` is set: a failed evaluation is never a 0 or a 1.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    score: float | None = None
-    threshold: float
-    success: bool | None = None
-    reason: str | None = None
-    error: str | None = None
-    error_type: str | None = None
-    strict_mode: bool = False
-    judge_model: str | None = None
-    evaluation_cost: float | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    judge_calls: int = 0
-    verdicts: list[dict[str, Any]] = Field(default_factory=list)
-    duration_seconds: float | None = None
-
-
-class Reason(BaseModel):
-    """Judge answer of every metric's reason step."""
-
-    reason: str
-
-
-@lru_cache(maxsize=512)
-def expect_count(schema: type[M], field: str, count: int) -> type[M]:
-    """``schema`` plus a check that ``field`` holds exactly ``count`` items.
-
-    A verdict list whose length differs from the claims asked about cannot be aligned with
-    them, so it must count as invalid output and go through the judge's repair-or-retry. The
-    check is a validator, not ``minItems``/``maxItems``, so the JSON schema sent to the model
-    (and its name, which scripted judges match on) stays the same.
-    """
-
-    def _check(obj: Any) -> Any:
-        got = len(getattr(obj, field))
-        if got != count:
-            raise ValueError(
-                f"expected exactly {count} {field} (one per item, in the given order), got {got}"
-            )
-        return obj
-
-    def _bounds(json_schema: dict[str, Any]) -> None:
-        # said in the JSON schema too: constrained decoding (llama.cpp, vLLM) then emits the
-        # right count, which small models otherwise miss
-        prop = json_schema.get("properties", {}).get(field)
-        if isinstance(prop, dict):
-            prop["minItems"] = prop["maxItems"] = count
-
-    validators: dict[str, Any] = {"_check_count": model_validator(mode="after")(_check)}
-    model: type[M] = create_model(
-        schema.__name__,
-        __base__=schema,
-        __module__=schema.__module__,
-        __validators__=validators,
-    )
-    model.model_config["json_schema_extra"] = _bounds
-    model.model_rebuild(force=True)
-    return model
 
 
 def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:

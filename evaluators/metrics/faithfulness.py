@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
-from spanjudge.evaluators.metrics.base import BaseMetric, Reason, expect_count
+from spanjudge.evaluators.metrics.base import BaseMetric
+from spanjudge.evaluators.metrics.schemas import Reason, expect_count
 from spanjudge.evaluators.test_case import LLMTestCase
 
 # ---------------------------------------------------------------------------- schemas
