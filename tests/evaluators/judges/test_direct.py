@@ -22,7 +22,7 @@ from spanjudge.evaluators.judges import (
     JudgeTimeoutError,
     LiteLLMJudge,
 )
-from spanjudge.evaluators.judges.direct import HTTPFailure, _check, direct_body
+from spanjudge.evaluators.judges.direct import HTTPFailure, _check, direct_body, env_proxy
 from spanjudge.testing import Fault, ScriptedJudgeServer
 
 
@@ -211,3 +211,37 @@ def test_async_clients_close_with_their_loops_and_keep_no_loop_alive() -> None:
         assert all(ref() is None for ref in loops)
         assert judge._direct_transport()._async == {}
         assert len(server.requests) == 12
+
+
+def test_async_calls_go_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the scripted server stands in for an HTTP proxy: the judge's host does not resolve, so an
+    # answer can only come through the proxy
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with ScriptedJudgeServer() as proxy:
+        proxy.add_rule({"reason": "via the proxy"}, schema="Reason")
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        judge = LiteLLMJudge(
+            "openai/q",
+            api_base="http://judge.invalid/v1",
+            api_key="k",
+            transport="direct",
+            max_retries=0,
+        )
+        answer, _ = asyncio.run(judge.a_generate("x", Reason))
+    assert answer.reason == "via the proxy"
+    assert len(proxy.requests) == 1
+
+
+def test_the_proxy_is_skipped_for_hosts_no_proxy_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ALL_PROXY", "all_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    assert env_proxy("http://judge.example/v1/chat/completions") == "http://proxy.example:3128"
+    monkeypatch.setenv("NO_PROXY", "judge.example")
+    assert env_proxy("http://judge.example/v1/chat/completions") is None
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("NO_PROXY")
+    assert env_proxy("http://judge.example/v1/chat/completions") is None
