@@ -73,9 +73,10 @@ class Slots:
             return
         loop, future = waiter
         if _running_loop() is loop:
-            # released on the waiter's own loop (the usual case): no wake-up write to the
-            # loop's self-pipe, which call_soon_threadsafe pays on every call
-            loop.call_soon(self._hand_over, future)
+            # released on the waiter's own loop (the usual case): handed over at once, with no
+            # wake-up write to the loop's self-pipe (call_soon_threadsafe pays one per call) and
+            # no loop iteration with the slot in transit
+            self._hand_over(future)
             return
         try:
             loop.call_soon_threadsafe(self._hand_over, future)
