@@ -44,7 +44,7 @@ __all__ = ["Monitor", "MonitorConfig", "TickReport", "monitor"]
 logger = logging.getLogger("spanjudge.monitor")
 
 # Settled traces (and idle conversations) planned per step between job claims: small enough
-# that the judge calls in flight are not held up long (about 0.3 ms per demo trace).
+# that the judge calls in flight are not held up long (0.5-1 ms per demo trace on a shared core).
 PLAN_STEP = 100
 
 
@@ -311,7 +311,7 @@ class Monitor:
                     if backlog or moment >= next_pass:
                         backlog = self._plan_step(report)
                         next_pass = moment + config.interval_seconds
-                    if running and moment >= next_rounds:
+                    if moment >= next_rounds:
                         # still busy an interval later: do what the next tick would have done
                         self._after(report)
                         self._recover(report)

@@ -169,3 +169,42 @@ def test_a_planning_failure_lets_the_jobs_in_flight_finish_then_ends_the_tick(
     # the evaluation in flight was not abandoned to its lease: its result is stored
     assert [r.status for r in store.results(rule="bias")] == ["scored"]
     assert store.stats(now=clock()).leased == 0
+
+
+def test_a_busy_tick_recovers_and_runs_after_tick_every_interval(
+    app: Any, store: SpanStore, clock: Any
+) -> None:
+    # enrich mode releases held spans in after_tick: a tick kept busy by a long evaluation
+    # must still call it, as the ticks it stands for would have
+    after: list[float] = []
+    done = threading.Event()
+
+    def opinions(request: Any) -> dict[str, list[str]]:
+        done.wait(10)  # answers once after_tick ran a few times meanwhile
+        return {"opinions": []}
+
+    def after_tick() -> None:
+        after.append(clock())
+        if len(after) >= 3:
+            done.set()
+
+    with ScriptedJudgeServer() as server:
+        server.add_rule(opinions, schema="Opinions")
+        agent("a question")
+        app.flush()
+        clock.advance(30)
+        mon = Monitor(
+            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
+            store=store,
+            clock=clock,
+            after_tick=after_tick,
+            config=MonitorConfig(
+                interval_seconds=0.05, settle_seconds=10, retention_seconds=None, concurrency=2
+            ),
+        )
+        try:
+            report = mon.tick()
+        finally:
+            mon.close()
+    assert done.is_set(), "after_tick did not run while the tick was busy"
+    assert report.scored == 1 and len(after) >= 4  # three while busy, one at the end
