@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -577,12 +578,25 @@ def bench_lag(
         records = {r.target_id: r for r in store.results(rule="bias", limit=100_000)}
     finally:
         store.close()
-    parts: dict[str, list[float]] = {"to_start": [], "judging": [], "to_backend": []}
+    # when each job was planned (its row's creation time): splits posted -> started into the
+    # wait for settling and planning, and the wait for a free evaluation slot
+    with sqlite3.connect(f"{tmp}/lag.db") as db:
+        planned = dict(db.execute("SELECT target_id, created_at FROM jobs WHERE rule = 'bias'"))
+    parts: dict[str, list[float]] = {
+        "to_start": [],
+        "to_planned": [],
+        "planned_to_start": [],
+        "judging": [],
+        "to_backend": [],
+    }
     for k, t in posted.items():
         r = records.get(k)
         if r is None or r.started_at is None or r.finished_at is None or k not in backend.arrivals:
             continue
         parts["to_start"].append(r.started_at - t)
+        if k in planned:
+            parts["to_planned"].append(planned[k] - t)
+            parts["planned_to_start"].append(r.started_at - planned[k])
         parts["judging"].append(r.finished_at - r.started_at)
         parts["to_backend"].append(backend.arrivals[k] - r.finished_at)
     return {

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spanjudge.evaluators.online.dialects import kind_of, read_span, span_shape
+from spanjudge.evaluators.online.dialects import dialect_of, kind_of, read_span, span_shape
 from spanjudge.evaluators.online.scope import SpanTree
 from spanjudge.evaluators.online.targets import Target, find_targets
 from spanjudge.exporters.records import SpanRecord
@@ -71,8 +71,9 @@ def is_evaluation(span: SpanRecord) -> bool:
 
 
 def unrecognised(spans: Iterable[SpanRecord]) -> list[SpanRecord]:
-    """The spans no dialect recognises (evaluation spans left out)."""
-    return [s for s in spans if not is_evaluation(s) and read_span(s).dialect is None]
+    """The spans no dialect recognises (evaluation spans left out). Asks only which dialect
+    matches (what ``read_span(span).dialect`` says), without reading the content."""
+    return [s for s in spans if not is_evaluation(s) and dialect_of(s) is None]
 
 
 def kinds_seen(spans: Iterable[SpanRecord]) -> KindCount:

@@ -5,9 +5,11 @@ One tick (never two at once in a process):
 1. re-queue jobs whose lease expired (a crashed or killed evaluator) and re-emit results that a
    crash or an outage left unsent, per output (:mod:`~spanjudge.evaluators.online.delivery`);
 2. plan: settled traces and idle conversations become job rows
-   (:mod:`~spanjudge.evaluators.online.planner`);
+   (:mod:`~spanjudge.evaluators.online.planner`), a bounded page at a time;
 3. run: claim jobs under a lease, rebuild and measure each case, store the result, emit it
-   (:mod:`~spanjudge.evaluators.online.runner`).
+   (:mod:`~spanjudge.evaluators.online.runner`), planning again between claims (the next page
+   of a backlog, or a new pass every interval), so a backlog never stops the jobs and a slow
+   evaluation never holds up what settles meanwhile.
 
 A result is written before it is emitted and a job is completed only by the lease holder, so a
 process killed at any point loses nothing and scores nothing twice.
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["Monitor", "MonitorConfig", "TickReport", "monitor"]
 
 logger = logging.getLogger("spanjudge.monitor")
+
+# Settled traces (and idle conversations) planned per step between job claims: small enough
+# that the judge calls in flight are not held up long (0.5-1 ms per demo trace on a shared core).
+PLAN_STEP = 100
 
 
 def _default_owner() -> str:
@@ -142,7 +148,7 @@ class Monitor:
             job,
             "interval",
             seconds=self.config.interval_seconds,
-            max_instances=1,
+            max_instances=2,  # the second returns at once while a long tick runs
             coalesce=True,
             next_run_time=_utcnow(),  # first tick right away, not one interval after start
             id="spanjudge-monitor",
@@ -185,42 +191,72 @@ class Monitor:
         self.close()
 
     def _scheduled_tick(self) -> None:
+        # A tick under steady traffic lasts as long as there is work, planning and recovering
+        # on its own every interval: a run that finds it in progress returns at once.
+        if not self._tick_lock.acquire(blocking=False):
+            return
         try:
-            report = self.tick()
+            report = self._tick()
             logger.debug("tick: %s", report)
         except Exception:  # the scheduler thread must survive a broken store
             logger.exception("spanjudge monitor tick failed; retrying next interval")
+        finally:
+            self._tick_lock.release()
 
     # ------------------------------------------------------------------ the tick
     def tick(self) -> TickReport:
-        """One pass: recover, plan, run. Returns what it did."""
-        report = TickReport()
-        config = self.config
+        """One pass: recover, plan and run, until nothing settled is left to plan and no job
+        is left to run. Returns what it did.
+
+        Planning is interleaved with the jobs: a page of settled traces at a time while a
+        backlog remains, then a new pass every ``interval_seconds`` while jobs run, so jobs
+        start while a backlog is planned and traces that settle during a long evaluation are
+        planned and claimed without waiting for it. A tick that keeps finding work (steady
+        traffic) also recovers expired leases, re-emits and runs ``after_tick`` every
+        ``interval_seconds`` as a new tick would."""
         with self._tick_lock:
-            now = self.clock()
-            report.requeued = self.store.requeue_expired(now=now)
-            if self.delivery is not None:
-                report.reemitted += self.delivery.reemit(
-                    now, flush_timeout=config.flush_timeout_seconds
-                )
-                # human labels leave as events on their spans too
-                self.delivery.reemit_feedback(now, flush_timeout=config.flush_timeout_seconds)
-            self.planner.plan(
-                report,
-                now=now,
-                settle_seconds=config.settle_seconds,
-                idle_seconds=config.idle_seconds,
-            )
-            self._drain(report)
-            if self.after_tick is not None:
-                self.after_tick()
-            if config.retention_seconds is not None:
-                report.deleted_spans = self.store.delete_older_than(
-                    self.clock() - config.retention_seconds
-                )
-            if self.runner.cache is not None:
-                self.runner.cache.prune(now=self.clock())
+            return self._tick()
+
+    def _tick(self) -> TickReport:
+        report = TickReport()
+        self._recover(report)
+        self._drain(report, plan=True)
+        self._after(report)
         return report
+
+    def _recover(self, report: TickReport) -> None:
+        """A tick's first step: expired leases back to pending, unsent results re-emitted."""
+        config = self.config
+        now = self.clock()
+        report.requeued += self.store.requeue_expired(now=now)
+        if self.delivery is not None:
+            report.reemitted += self.delivery.reemit(
+                now, flush_timeout=config.flush_timeout_seconds
+            )
+            # human labels leave as events on their spans too
+            self.delivery.reemit_feedback(now, flush_timeout=config.flush_timeout_seconds)
+
+    def _after(self, report: TickReport) -> None:
+        """A tick's last step: ``after_tick``, retention, the judge cache's pruning."""
+        config = self.config
+        if self.after_tick is not None:
+            self.after_tick()
+        if config.retention_seconds is not None:
+            report.deleted_spans += self.store.delete_older_than(
+                self.clock() - config.retention_seconds
+            )
+        if self.runner.cache is not None:
+            self.runner.cache.prune(now=self.clock())
+
+    def _plan_step(self, report: TickReport) -> bool:
+        """One bounded planning step (a page); True when more may be waiting."""
+        return self.planner.plan_page(
+            report,
+            now=self.clock(),
+            settle_seconds=self.config.settle_seconds,
+            idle_seconds=self.config.idle_seconds,
+            limit=PLAN_STEP,
+        )
 
     def backfill(
         self,
@@ -242,21 +278,50 @@ class Monitor:
             self._drain(report, progress)
         return report
 
-    def _drain(self, report: TickReport, progress: Callable[[int], None] | None = None) -> None:
+    def _drain(
+        self,
+        report: TickReport,
+        progress: Callable[[int], None] | None = None,
+        *,
+        plan: bool = False,
+    ) -> None:
         """Run jobs until none is left (or stop() was called): a job is claimed as soon as an
         evaluation slot frees, so one slow evaluation never holds the other slots idle (waiting
         for a whole batch to finish cost a third of the judge's capacity with 1-2 calls per
-        evaluation)."""
-        asyncio.run(self._pool(report, progress))
+        evaluation). ``plan``: plan between claims as :meth:`tick` describes."""
+        asyncio.run(self._pool(report, progress, plan))
         if self.delivery is not None:
             self.delivery.mark_confirmed(self.clock(), wait=self.config.flush_timeout_seconds)
 
-    async def _pool(self, report: TickReport, progress: Callable[[int], None] | None) -> None:
+    async def _pool(
+        self, report: TickReport, progress: Callable[[int], None] | None, plan: bool
+    ) -> None:
         config = self.config
         running: set[asyncio.Task[None]] = set()
+        # real time, not self.clock: a pass is due every interval whatever the clock says
+        started = time.monotonic()
+        backlog = plan  # plan at least once
+        next_pass = started
+        next_rounds = started + config.interval_seconds
+        failed: BaseException | None = None
         while True:
+            if plan and not self._stopping.is_set():
+                moment = time.monotonic()
+                try:
+                    if backlog or moment >= next_pass:
+                        backlog = self._plan_step(report)
+                        next_pass = moment + config.interval_seconds
+                    if moment >= next_rounds:
+                        # still busy an interval later: do what the next tick would have done
+                        self._after(report)
+                        self._recover(report)
+                        next_rounds = moment + config.interval_seconds
+                except Exception as exc:
+                    # a broken store: let the jobs in flight finish (their leases would
+                    # otherwise wait to expire), claim nothing more, then end the tick with it
+                    failed, plan, backlog = exc, False, False
             free = config.concurrency - len(running)
-            if free > 0 and not self._stopping.is_set():
+            if free > 0 and failed is None and not self._stopping.is_set():
                 jobs = self.store.claim_jobs(
                     owner=self.owner,
                     limit=min(free, config.batch_size),
@@ -266,10 +331,21 @@ class Monitor:
                 report.claimed += len(jobs)
                 running.update(asyncio.create_task(self.runner.run_job(j, report)) for j in jobs)
             if not running:
+                if plan and backlog and not self._stopping.is_set():
+                    continue  # jobs found none to run yet: plan the next page
+                if failed is not None:
+                    raise failed
                 return
-            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            timeout = None
+            if plan and not self._stopping.is_set():
+                timeout = 0.0 if backlog else max(0.0, next_pass - time.monotonic())
+            done, running = await asyncio.wait(
+                running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
             for task in done:
                 task.result()  # a store failure ends the tick, as before
+            if not done:
+                continue
             if self.emitter is not None:
                 self.emitter.force_flush(0)  # send the new scores now, without waiting
             if self.delivery is not None:

@@ -80,9 +80,19 @@ def _evaluation(span: SpanRecord) -> bool:
     return attrs.GEN_AI_EVALUATION_NAME in span.attributes
 
 
-def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = True) -> list[Target]:
+def find_targets(
+    rule: Rule,
+    spans: list[SpanRecord],
+    *,
+    apply_filter: bool = True,
+    conversations: bool = True,
+) -> list[Target]:
     """The rule's targets among the spans of ONE trace, filter applied (unless
     ``apply_filter=False``), in start-time order.
+
+    ``conversations=False`` leaves ``conversation_id`` unset: finding a span's conversation
+    reads the span (and its ancestors) through the dialects in full, which planning does only
+    for the targets its sampler keeps (:func:`with_conversation`).
 
     ``llm``: every LLM span; ``agent``: every agent span (a turn, whatever the library calls
     it); ``trace``: the root span (no target while the root has not arrived). Conversation
@@ -95,9 +105,9 @@ def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = Tr
     """
     if rule.target == "conversation":
         return []
-    spans = [s for s in spans if not _evaluation(s)]
+    tree = target_tree(spans)
+    spans = tree.spans
     ordered = sorted(spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
-    tree = SpanTree(spans)
     if rule.target == "trace":
         roots = [s for s in ordered if s.is_root]
         if not roots or (apply_filter and not rule.matches_span(roots[0])):
@@ -112,7 +122,7 @@ def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = Tr
                 root.trace_id,
                 root.trace_id,
                 root.span_id,
-                tree.conversation_of(root),
+                tree.conversation_of(root) if conversations else None,
                 root,
                 root.service_name,
                 end,
@@ -132,6 +142,20 @@ def find_targets(rule: Rule, spans: list[SpanRecord], *, apply_filter: bool = Tr
         for span in ordered
         if span_kind(span) == rule.target and (not apply_filter or rule.matches_span(span))
     ]
+
+
+def target_tree(spans: list[SpanRecord]) -> SpanTree:
+    """The span tree :func:`find_targets` reads conversation ids from (evaluation spans left
+    out), for :func:`with_conversation`."""
+    return SpanTree([s for s in spans if not _evaluation(s)])
+
+
+def with_conversation(target: Target, tree: SpanTree) -> Target:
+    """``target`` (found with ``conversations=False``; ``tree``: :func:`target_tree` of the
+    same spans) with its conversation id set as :func:`find_targets` would have set it."""
+    if target.span is not None and target.target_type != "conversation":
+        target.conversation_id = tree.conversation_of(target.span)
+    return target
 
 
 def turn_spans(conversation_id: str, spans: list[SpanRecord]) -> list[SpanRecord]:

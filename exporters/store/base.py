@@ -197,6 +197,11 @@ class SpanLog(Protocol):
         """All stored spans of a trace, by start time."""
         ...
 
+    def traces_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        """The stored spans of several traces at once (one read per 500 ids), each trace's by
+        start time; every id asked for is a key (an empty list when nothing is stored)."""
+        ...
+
     def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
         """All spans of every trace that has a span carrying this conversation id, by start
         time (so a turn's retrievals and tool calls come along even without the id)."""
@@ -253,6 +258,20 @@ class JobQueue(Protocol):
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
         """Add pending jobs; a (rule, target_type, target_id) pair is enqueued once ever.
         Returns how many were new."""
+        ...
+
+    def enqueue_planned(
+        self,
+        jobs: Sequence[JobSpec],
+        *,
+        traces: Sequence[str] = (),
+        conversations: Sequence[str] = (),
+        now: float,
+    ) -> int:
+        """:meth:`enqueue_jobs` and ``mark_planned(traces=..., conversations=...)`` in one
+        transaction, so a page of planned traces is written at once and a trace is never
+        marked planned without its jobs (a crash loses both, and the page is planned again).
+        Returns how many jobs were new."""
         ...
 
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:

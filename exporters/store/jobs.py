@@ -12,9 +12,44 @@ from collections.abc import Sequence
 
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.exporters.store.base import DONE, FAILED, LEASED, PENDING, Job, JobSpec
-from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.core import Cursor, SqlCore, wall
 from spanjudge.exporters.store.rows import JOB_COLUMNS, clean_text, job_from_row, record_to_json
 from spanjudge.exporters.store.schema import OPEN_JOBS
+
+
+def insert_jobs(store: SqlCore, cur: Cursor, jobs: Sequence[JobSpec], *, now: float) -> int:
+    """Insert pending jobs inside the caller's transaction, a (rule, target) seen before
+    ignored; returns how many were new. Rows go in the order given (planning's: oldest settled
+    trace first), which is the order jobs are claimed in."""
+    if not jobs:
+        return 0
+    # ids come from span attributes (a conversation id can hold anything): cleaned like the
+    # span columns, or one hostile span would fail the planning of every tick
+    rows = [
+        (
+            clean_text(j.rule),
+            clean_text(j.target_type),
+            clean_text(j.target_id),
+            clean_text(j.trace_id),
+            clean_text(j.span_id),
+            clean_text(j.conversation_id),
+            j.sample_rate,
+            PENDING,
+            now,
+            now,
+        )
+        for j in jobs
+    ]
+    cur.executemany(
+        store.q(
+            "INSERT INTO jobs (rule, target_type, target_id, trace_id, span_id,"
+            " conversation_id, sample_rate, state, available_at, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (rule, target_type, target_id) DO NOTHING"
+        ),
+        rows,
+    )
+    return max(cur.rowcount, 0)
 
 
 class JobQueries(SqlCore):
@@ -24,34 +59,8 @@ class JobQueries(SqlCore):
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
         if not jobs:
             return 0
-        # ids come from span attributes (a conversation id can hold anything): cleaned like the
-        # span columns, or one hostile span would fail the planning of every tick
-        rows = [
-            (
-                clean_text(j.rule),
-                clean_text(j.target_type),
-                clean_text(j.target_id),
-                clean_text(j.trace_id),
-                clean_text(j.span_id),
-                clean_text(j.conversation_id),
-                j.sample_rate,
-                PENDING,
-                now,
-                now,
-            )
-            for j in jobs
-        ]
         with self.transaction() as cur:
-            cur.executemany(
-                self.q(
-                    "INSERT INTO jobs (rule, target_type, target_id, trace_id, span_id,"
-                    " conversation_id, sample_rate, state, available_at, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (rule, target_type, target_id) DO NOTHING"
-                ),
-                rows,
-            )
-            return max(cur.rowcount, 0)
+            return insert_jobs(self, cur, jobs, now=now)
 
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
         if limit <= 0:

@@ -42,6 +42,7 @@ class PostgresStore(SqlStore):
 
     greatest = "GREATEST"
     claim_lock = " FOR UPDATE SKIP LOCKED"
+    row_lock = " FOR UPDATE"
     claim_index = ""  # PostgreSQL's planner chooses with statistics
     placeholder = "%s"
     types: ClassVar[dict[str, str]] = {

@@ -15,20 +15,61 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, OutboxEntry
-from spanjudge.exporters.store.core import wall
+from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
+from spanjudge.exporters.store.core import Cursor, SqlCore, wall
+from spanjudge.exporters.store.jobs import insert_jobs
 from spanjudge.exporters.store.outbox import OutboxQueries, outbox_rows
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS,
     SPAN_TYPES,
+    clean_text,
     span_from_row,
     span_row,
 )
+
+# Ids per IN (...) list: far below every driver's parameter limit.
+_ID_CHUNK = 500
+
+
+def mark_planned_in(
+    store: SqlCore,
+    cur: Cursor,
+    *,
+    traces: Sequence[str] = (),
+    conversations: Sequence[str] = (),
+    now: float,
+    lock: str = "",
+) -> None:
+    """Mark traces and conversations planned inside the caller's transaction: one UPDATE per
+    500 ids of each kind. ``lock`` (PostgreSQL: ``" FOR UPDATE"``) locks the rows in id order
+    first, so two workers planning the same page cannot deadlock on them (SQLite holds its
+    write lock for the whole transaction)."""
+    for table, key, ids in (
+        ("traces", "trace_id", traces),
+        ("conversations", "conversation_id", conversations),
+    ):
+        # cleaned as the columns were written (a conversation id can hold anything)
+        wanted = sorted({clean_text(i) or "" for i in ids})
+        for start in range(0, len(wanted), _ID_CHUNK):
+            chunk = wanted[start : start + _ID_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            rows = (
+                f"SELECT {key} FROM {table} WHERE {key} IN ({marks}) ORDER BY {key}{lock}"
+                if lock
+                else marks
+            )
+            cur.execute(
+                store.q(f"UPDATE {table} SET planned_at = ? WHERE {key} IN ({rows})"),
+                (now, *chunk),
+            )
 
 
 class SpanQueries(OutboxQueries):
     """:class:`~spanjudge.exporters.store.base.SpanLog` over the shared SQL core (with the
     enrich-mode outbox entries a write may carry)."""
+
+    #: appended to a sub-select that locks rows before an UPDATE (PostgreSQL: ``FOR UPDATE``)
+    row_lock = ""
 
     def write_spans(
         self,
@@ -106,14 +147,26 @@ class SpanQueries(OutboxQueries):
     def mark_planned(
         self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
     ) -> None:
-        self.update_each(
-            ("UPDATE traces SET planned_at = ? WHERE trace_id = ?", now, traces),
-            (
-                "UPDATE conversations SET planned_at = ? WHERE conversation_id = ?",
-                now,
-                conversations,
-            ),
-        )
+        self.enqueue_planned((), traces=traces, conversations=conversations, now=now)
+
+    def enqueue_planned(
+        self,
+        jobs: Sequence[JobSpec],
+        *,
+        traces: Sequence[str] = (),
+        conversations: Sequence[str] = (),
+        now: float,
+    ) -> int:
+        if not jobs and not traces and not conversations:
+            return 0
+        with self.transaction() as cur:
+            # jobs first: a crash between the two statements rolls both back, and nothing is
+            # ever marked planned without its jobs
+            enqueued = insert_jobs(self, cur, jobs, now=now)
+            mark_planned_in(
+                self, cur, traces=traces, conversations=conversations, now=now, lock=self.row_lock
+            )
+            return enqueued
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
         rows = self.select(
@@ -121,6 +174,24 @@ class SpanQueries(OutboxQueries):
             (trace_id,),
         )
         return [span_from_row(row) for row in rows]
+
+    def traces_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        wanted = sorted(set(trace_ids))
+        found: dict[str, list[SpanRecord]] = {t: [] for t in trace_ids}
+        with self.transaction(write=False) as cur:
+            for start in range(0, len(wanted), _ID_CHUNK):
+                chunk = wanted[start : start + _ID_CHUNK]
+                cur.execute(
+                    self.q(
+                        f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
+                        f" ({', '.join('?' * len(chunk))}) ORDER BY trace_id, start_ns, span_id"
+                    ),
+                    chunk,
+                )
+                for row in cur.fetchall():
+                    span = span_from_row(row)
+                    found.setdefault(span.trace_id, []).append(span)
+        return found
 
     def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
         rows = self.select(
