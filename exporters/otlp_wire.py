@@ -23,7 +23,15 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-__all__ = ["WireSpan", "frame", "request_body", "split_request", "unframe", "with_attributes"]
+__all__ = [
+    "WireSpan",
+    "frame",
+    "indexed_request_body",
+    "request_body",
+    "split_request",
+    "unframe",
+    "with_attributes",
+]
 
 # Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans,
 # ScopeSpans.spans (each 1, 2, 2, length-delimited).
@@ -140,9 +148,31 @@ def request_body(spans: Iterable[tuple[bytes, bytes]]) -> bytes:
     """A serialized ``ExportTraceServiceRequest`` of ``(envelope, framed span)`` pairs
     (:attr:`WireSpan.span`, :func:`frame`); spans sharing an envelope go in one ``ScopeSpans``,
     in the order given."""
+    return _grouped_body(_groups(spans))
+
+
+def indexed_request_body(spans: Sequence[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
+    """:func:`request_body` and, for each pair given, where :func:`split_request` lists its
+    span in that body (spans sharing an envelope are grouped, so the order may change)."""
+    groups: dict[bytes, list[int]] = {}
+    for n, (envelope, _) in enumerate(spans):
+        groups.setdefault(envelope, []).append(n)
+    places = [0] * len(spans)
+    for place, n in enumerate(n for members in groups.values() for n in members):
+        places[n] = place
+    body = _grouped_body({e: [spans[n][1] for n in members] for e, members in groups.items()})
+    return body, places
+
+
+def _groups(spans: Iterable[tuple[bytes, bytes]]) -> dict[bytes, list[bytes]]:
     groups: dict[bytes, list[bytes]] = {}
     for envelope, span in spans:
         groups.setdefault(envelope, []).append(span)
+    return groups
+
+
+def _grouped_body(groups: Mapping[bytes, Sequence[bytes]]) -> bytes:
+    """The request of framed spans grouped by envelope: one resource and scope per group."""
     parts = []
     for envelope, members in groups.items():
         size, pos = _varint(envelope, 0)

@@ -198,6 +198,19 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE outbox ADD COLUMN envelope {blob}",
         "ALTER TABLE outbox ADD COLUMN spans INTEGER NOT NULL DEFAULT 1",
     ],
+    [
+        # A held span's bytes live in the shared entry of its write, beside the pass-through
+        # spans' (one compressed payload, one resource and scope per group instead of one per
+        # held span): the held row points into it (shared_id: that entry, piece: where
+        # split_request lists the span in the held part). split: the length of the shared
+        # entry's pass-through request at the start of its decompressed payload. A shared entry
+        # is kept past retention while a held row pointing into it is not forwarded.
+        # Version 7 rows carry over as they are: held rows with their own payload and envelope,
+        # shared entries without split (all of the payload is the request).
+        "ALTER TABLE outbox ADD COLUMN shared_id {bigint}",
+        "ALTER TABLE outbox ADD COLUMN piece INTEGER",
+        "ALTER TABLE outbox ADD COLUMN split INTEGER",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -11,6 +11,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
 from spanjudge.exporters.otlp_wire import (
     frame,
+    indexed_request_body,
     request_body,
     split_request,
     unframe,
@@ -166,3 +167,21 @@ def test_json_bodies_get_their_protobuf_bytes() -> None:
     assert record.span_id == "0102030405060708"
     with pytest.raises(OtlpDecodeError):
         decode_json(b"[]", keep_bytes=True)
+
+
+def test_indexed_request_body_says_where_each_span_lands() -> None:
+    """Spans sharing an envelope are grouped: the places given are the order split_request
+    lists them in, so a held row's piece finds its own span again."""
+    first, second = b"\x00", b"\x02\x0a\x00"
+    pairs = [
+        (first, frame(Span(name="a").SerializeToString())),
+        (second, frame(Span(name="b").SerializeToString())),
+        (first, frame(Span(name="c").SerializeToString())),
+    ]
+    body, places = indexed_request_body(pairs)
+    assert body == request_body(pairs)
+    listed = split_request(body)
+    assert places == [0, 2, 1]
+    for (envelope, span), place in zip(pairs, places, strict=True):
+        assert (listed[place].envelope, listed[place].span) == (envelope, span)
+    assert indexed_request_body([]) == (b"", [])
