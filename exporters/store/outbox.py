@@ -48,8 +48,10 @@ class PreparedOutbox:
     in any request). ``pointers``: a row per held span of it, ``(trace_id, span_id, release_at,
     piece)``, ``piece`` being where :func:`split_request` lists the span in the held part; the
     shared entry's id is only known once it is inserted. ``rows``: full rows of spans without
-    bytes (rebuilt from the stored span when claimed)."""
+    bytes (rebuilt from the stored span when claimed). ``arrived``: the write's arrival time,
+    the spans' ``arrived_at`` (how a held row is found from its span)."""
 
+    arrived: float
     shared: tuple[Any, ...] | None = None
     pointers: list[tuple[str | None, str | None, float, int]] = field(default_factory=list)
     rows: list[tuple[Any, ...]] = field(default_factory=list)
@@ -58,14 +60,16 @@ class PreparedOutbox:
         return self.shared is not None or bool(self.rows)
 
 
-def outbox_rows(entries: Sequence[OutboxEntry], fresh: set[Key] | None = None) -> PreparedOutbox:
-    """The outbox rows of ``entries`` (only those whose span is in ``fresh``; None: all), each
-    span once. Built before the write transaction (compressing is CPU work that needs no lock);
-    rows in key order, so concurrent writers take their locks in one order."""
+def outbox_rows(
+    entries: Sequence[OutboxEntry], *, arrived: float, fresh: set[Key] | None = None
+) -> PreparedOutbox:
+    """The outbox rows of ``entries`` arrived at ``arrived`` (only those whose span is in
+    ``fresh``; None: all), each span once, in key order. Built before the write transaction
+    (compressing is CPU work that needs no lock)."""
     if fresh is None:
         fresh = {(e.trace_id, e.span_id) for e in entries}
     seen: set[Key] = set()
-    out = PreparedOutbox()
+    out = PreparedOutbox(arrived)
     passing: list[Passing] = []
     held: list[Passing] = []
     for entry in entries:
@@ -83,12 +87,12 @@ def outbox_rows(entries: Sequence[OutboxEntry], fresh: set[Key] | None = None) -
         out.rows.append((trace_id, span_id, hold, entry.release_at, None, None, 1))
     out.rows.sort(key=lambda row: (row[0], row[1]))
     if passing or held:
-        out.shared, out.pointers = _shared(passing, held)
+        out.shared, out.pointers = _shared(passing, held, arrived)
     return out
 
 
 def _shared(
-    passing: Sequence[Passing], held: Sequence[Passing]
+    passing: Sequence[Passing], held: Sequence[Passing], arrived: float
 ) -> tuple[tuple[Any, ...], list[tuple[str | None, str | None, float, int]]]:
     """The shared entry's row (compressed at level 1: 1.4 us per span for a third to a tenth
     of the bytes to write) and its held spans' pointer rows."""
@@ -96,8 +100,8 @@ def _shared(
     held_body, places = indexed_request_body([(p[1], p[2]) for p in held])
     payload = zlib.compress(body + held_body, 1)
     # with nothing to send, the entry only keeps the held spans' bytes: sent already
-    due = min(p[3] for p in passing) if passing else min(p[3] for p in held)
-    done = None if passing else due
+    due = min(p[3] for p in passing) if passing else arrived
+    done = None if passing else arrived
     shared = ("", f"batch:{uuid.uuid4().hex}", 0, due, payload, len(passing), len(body), done)
     pointers = [
         (clean_text(p[0][0]), clean_text(p[0][1]), p[3], place)
@@ -172,35 +176,38 @@ class OutboxQueries(SqlCore):
         all_new: bool,
     ) -> None:
         """After the spans: an entry for each span this write stored for the first time (a
-        re-delivered span is forwarded once). ``prepared``: :func:`outbox_rows` made before the
-        transaction, right when ``all_new`` (every span was inserted now: the usual case)."""
+        re-delivered span is forwarded once: the spans insert tells which are new, so the
+        outbox needs no unique key of its own). ``prepared``: :func:`outbox_rows` made before
+        the transaction, right when ``all_new`` (every span was inserted now: the usual case)."""
         if not all_new:
             keys = {(e.trace_id, e.span_id) for e in entries}
-            prepared = outbox_rows(entries, self._inserted_keys(cur, keys, mark))
-        rows = [(*row, None, None) for row in prepared.rows]
-        if prepared.shared is not None:  # its key ('', 'batch:...') sorts before every span's
+            fresh = self._inserted_keys(cur, keys, mark)
+            prepared = outbox_rows(entries, arrived=prepared.arrived, fresh=fresh)
+        arrived = prepared.arrived
+        rows = [(*row, None, None, arrived) for row in prepared.rows]
+        if prepared.shared is not None:
             cur.execute(
                 self.q(
                     "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, spans,"
-                    " split, forwarded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id"
+                    " split, forwarded_at, arrived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING entry_id"
                 ),
-                prepared.shared,
+                (*prepared.shared, arrived),
             )
             shared_id = int(cur.fetchone()[0])
             pointers = [
-                (t, s, 1, due, None, None, 1, shared_id, n) for t, s, due, n in prepared.pointers
+                (t, s, 1, due, None, None, 1, shared_id, n, arrived)
+                for t, s, due, n in prepared.pointers
             ]
             rows = sorted(rows + pointers, key=lambda row: (row[0], row[1])) if rows else pointers
         for i in range(0, len(rows), _CHUNK):
-            # one statement for many rows (a round trip each on PostgreSQL otherwise); once
-            # ever per span: held entries are keyed by their span
+            # one statement for many rows (a round trip each on PostgreSQL otherwise)
             part = rows[i : i + _CHUNK]
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
             cur.execute(
                 self.q(
                     "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, envelope,"
-                    f" spans, shared_id, piece) VALUES {values}"
-                    " ON CONFLICT (trace_id, span_id) DO NOTHING"
+                    f" spans, shared_id, piece, arrived_at) VALUES {values}"
                 ),
                 [value for row in part for value in row],
             )
@@ -340,10 +347,13 @@ class OutboxQueries(SqlCore):
         )
 
     def outbox_waiting(self, trace_id: str, span_id: str, *, now: float) -> bool:
+        # found from its span: the held rows of the span's write (indexed by arrival, which
+        # grows as rows are added: an index by span id would take a random page per held row)
         rows = self.select(
-            "SELECT 1 FROM outbox WHERE trace_id = ? AND span_id = ?"
-            " AND forwarded_at IS NULL"
-            " AND (lease_owner IS NULL OR lease_expires_at <= ?)",
+            "SELECT 1 FROM spans s JOIN outbox o ON o.arrived_at = s.arrived_at AND o.hold = 1"
+            " AND o.trace_id = s.trace_id AND o.span_id = s.span_id"
+            " WHERE s.trace_id = ? AND s.span_id = ? AND o.forwarded_at IS NULL"
+            " AND (o.lease_owner IS NULL OR o.lease_expires_at <= ?)",
             (trace_id, span_id, now),
         )
         return bool(rows)

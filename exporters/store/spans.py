@@ -53,7 +53,7 @@ class SpanQueries(OutboxQueries):
         trace_rows = [(t, arrived, arrived, roots[t]) for t in sorted(roots)]
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
-        prepared = outbox_rows(outbox)
+        prepared = outbox_rows(outbox, arrived=arrived)
         with self.transaction() as cur:
             mark = self.outbox_mark(cur) if outbox else None
             self.insert_rows(

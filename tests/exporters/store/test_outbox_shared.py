@@ -1,9 +1,10 @@
 """Held spans' bytes in the shared entry of their write (migration 8), on SQLite and PostgreSQL:
-a held row only points into the shared entry; held spans are released one by one, some while
-others of the same write still wait; a re-delivered span is not forwarded twice; a crash between
-the write and the forward loses nothing; retention keeps a shared entry while a held span still
-needs its bytes; and version-7 rows (a held span with its own bytes, a shared entry that is all
-request) are still forwarded after the migration."""
+a held row only points into the shared entry and is found from its span by arrival; held spans
+are released one by one, some while others of the same write still wait; a re-delivered span is
+not forwarded twice; a crash between the write and the forward loses nothing; retention keeps a
+shared entry while a held span still needs its bytes; and version-7 rows (a held span with its
+own bytes, a shared entry that is all request) are carried over by the migration and still
+forwarded."""
 
 from __future__ import annotations
 
@@ -146,6 +147,25 @@ def test_retention_keeps_a_shared_entry_while_a_held_span_needs_its_bytes(
     assert outbox_rows(store) == []
 
 
+def test_a_held_pointer_is_found_from_its_span_for_a_result_to_ride_on(
+    store: SpanStore,
+) -> None:
+    spans = [span(1, 1), span(1, 2, parent=1), span(2, 3)]
+    store.write_spans(spans, now=T0, outbox=with_bytes(spans, held={sid(2), sid(3)}))
+    later = [span(1, 4, parent=1)]  # same trace, another write (another arrival)
+    store.write_spans(later, now=T0 + 1, outbox=with_bytes(later, held={sid(4)}))
+    assert store.outbox_waiting(tid(1), sid(2), now=T0 + 2)
+    assert store.outbox_waiting(tid(1), sid(4), now=T0 + 2)
+    assert not store.outbox_waiting(tid(1), sid(1), now=T0 + 2)  # passed through
+    assert not store.outbox_waiting(tid(2), sid(2), now=T0 + 2)  # no such span
+    store.mark_forwarded([i.entry_id for i in claim(store, T0)], now=T0)
+    items = claim(store, T0 + HOLD)
+    assert not store.outbox_waiting(tid(1), sid(2), now=T0 + HOLD)  # being sent
+    store.mark_forwarded([i.entry_id for i in items if i.span_id == sid(2)], now=T0 + HOLD)
+    assert not store.outbox_waiting(tid(1), sid(2), now=T0 + 10 * HOLD)  # sent
+    assert store.outbox_waiting(tid(1), sid(4), now=T0 + 10 * HOLD)  # lease expired: again
+
+
 def test_a_held_span_whose_shared_entry_is_gone_is_reported_missing(store: SpanStore) -> None:
     spans = [span(1, 1), span(1, 2, parent=1)]
     store.write_spans(spans, now=T0, outbox=with_bytes(spans, held={sid(2)}))
@@ -176,6 +196,7 @@ def test_version_7_rows_are_forwarded_after_the_migration(
             )
     new = store_factory()
     assert new.schema_version() == sql_module.SCHEMA_VERSION == 8
+    assert new.outbox_waiting(tid(1), sid(2), now=T0)  # found from its span after the copy
     [batch] = claim(new, T0)
     assert [s.span_id.hex() for s in forwarded_spans([batch])] == [sid(1), sid(3)]
     new.mark_forwarded([batch.entry_id], now=T0)
