@@ -126,14 +126,14 @@ def _unpack(
         if place is not None:
             shared_id, piece = place
             if shared_id not in opened:
-                payload, split = shared[shared_id]
-                opened[shared_id] = split_request(zlib.decompress(payload)[split:])
+                payload, start = shared[shared_id]
+                opened[shared_id] = split_request(zlib.decompress(payload)[start:])
             wire = opened[shared_id][piece]
             item.payload, item.envelope = wire.span, wire.envelope
         elif item.payload is not None and item.envelope is None:
             body = zlib.decompress(item.payload)
-            split = splits.get(item.entry_id)
-            item.payload = body if split is None else body[:split]
+            end = splits.get(item.entry_id)
+            item.payload = body if end is None else body[:end]
 
 
 class OutboxQueries(SqlCore):
