@@ -184,32 +184,62 @@ class OutboxQueries(SqlCore):
             fresh = self._inserted_keys(cur, keys, mark)
             prepared = outbox_rows(entries, arrived=prepared.arrived, fresh=fresh)
         arrived = prepared.arrived
-        rows = [(*row, None, None, arrived) for row in prepared.rows]
-        if prepared.shared is not None:
-            cur.execute(
-                self.q(
-                    "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, spans,"
-                    " split, forwarded_at, arrived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " RETURNING entry_id"
-                ),
-                (*prepared.shared, arrived),
-            )
-            shared_id = int(cur.fetchone()[0])
-            pointers = [
-                (t, s, 1, due, None, None, 1, shared_id, n, arrived)
-                for t, s, due, n in prepared.pointers
-            ]
-            rows = sorted(rows + pointers, key=lambda row: (row[0], row[1])) if rows else pointers
-        for i in range(0, len(rows), _CHUNK):
+        rows = [(*row, arrived) for row in prepared.rows]
+        for i in range(0, len(rows), _CHUNK):  # spans that came without bytes (rare)
             # one statement for many rows (a round trip each on PostgreSQL otherwise)
             part = rows[i : i + _CHUNK]
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
             cur.execute(
                 self.q(
                     "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, envelope,"
-                    f" spans, shared_id, piece, arrived_at) VALUES {values}"
+                    f" spans, arrived_at) VALUES {values}"
                 ),
                 [value for row in part for value in row],
+            )
+        if prepared.shared is not None:
+            self._write_shared(cur, (*prepared.shared, arrived), prepared.pointers, arrived)
+
+    def _write_shared(
+        self,
+        cur: Cursor,
+        shared: tuple[Any, ...],
+        pointers: Sequence[tuple[str | None, str | None, float, int]],
+        arrived: float,
+    ) -> None:
+        """The shared entry and the rows of its held spans, which point into it by its id."""
+        head = (
+            "INSERT INTO outbox (trace_id, span_id, hold, release_at, payload, spans, split,"
+            " forwarded_at, arrived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        if not pointers:
+            cur.execute(self.q(head), shared)
+            return
+
+        def held(rows: Sequence[tuple[Any, ...]], shared_id: str) -> str:
+            values = ", ".join(["(?, ?, ?, ?)"] * len(rows))
+            return (
+                "INSERT INTO outbox (trace_id, span_id, hold, release_at, spans, shared_id,"
+                f" piece, arrived_at) SELECT v.column1, v.column2, 1, v.column3, 1, {shared_id},"
+                f" v.column4, ? FROM (VALUES {values}) AS v"
+            )
+
+        flat = [value for row in pointers for value in row]
+        if self.placeholder != "?" and len(pointers) <= _CHUNK:
+            # a server (PostgreSQL): one statement, one round trip, the entry's id passed on
+            # inside it
+            sql = held(pointers, "(SELECT entry_id FROM shared)")
+            cur.execute(
+                self.q(f"WITH shared AS ({head} RETURNING entry_id) {sql}"),
+                [*shared, arrived, *flat],
+            )
+            return
+        cur.execute(self.q(f"{head} RETURNING entry_id"), shared)
+        shared_id = int(cur.fetchone()[0])
+        for i in range(0, len(pointers), _CHUNK):
+            part = pointers[i : i + _CHUNK]
+            cur.execute(
+                self.q(held(part, "?")),
+                [shared_id, arrived, *(value for row in part for value in row)],
             )
 
     def release_held(self, *, now: float) -> int:

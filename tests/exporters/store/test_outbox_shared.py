@@ -166,6 +166,23 @@ def test_a_held_pointer_is_found_from_its_span_for_a_result_to_ride_on(
     assert store.outbox_waiting(tid(1), sid(4), now=T0 + 10 * HOLD)  # lease expired: again
 
 
+def test_a_write_of_more_held_spans_than_one_statement_takes_keeps_them_all(
+    store: SpanStore,
+) -> None:
+    spans = [span(1 + n // 50, n + 1) for n in range(620)]  # over 500 held: two statements
+    store.write_spans(spans, now=T0, outbox=with_bytes(spans, held={s.span_id for s in spans}))
+    items = claim(store, T0 + HOLD, limit=1000)
+    assert sorted(i.span_id for i in items) == sorted(s.span_id for s in spans)
+    assert all(
+        i.payload == wire_span(s)
+        for i, s in zip(
+            sorted(items, key=lambda i: i.span_id),
+            sorted(spans, key=lambda s: s.span_id),
+            strict=True,
+        )
+    )
+
+
 def test_a_held_span_whose_shared_entry_is_gone_is_reported_missing(store: SpanStore) -> None:
     spans = [span(1, 1), span(1, 2, parent=1)]
     store.write_spans(spans, now=T0, outbox=with_bytes(spans, held={sid(2)}))
