@@ -56,9 +56,6 @@ class PreparedOutbox:
     pointers: list[tuple[str | None, str | None, float, int]] = field(default_factory=list)
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def __bool__(self) -> bool:
-        return self.shared is not None or bool(self.rows)
-
 
 def outbox_rows(
     entries: Sequence[OutboxEntry], *, arrived: float, fresh: set[Key] | None = None
@@ -66,15 +63,13 @@ def outbox_rows(
     """The outbox rows of ``entries`` arrived at ``arrived`` (only those whose span is in
     ``fresh``; None: all), each span once, in key order. Built before the write transaction
     (compressing is CPU work that needs no lock)."""
-    if fresh is None:
-        fresh = {(e.trace_id, e.span_id) for e in entries}
     seen: set[Key] = set()
     out = PreparedOutbox(arrived)
     passing: list[Passing] = []
     held: list[Passing] = []
     for entry in entries:
         key = (entry.trace_id, entry.span_id)
-        if key in seen or key not in fresh:
+        if key in seen or (fresh is not None and key not in fresh):
             continue
         seen.add(key)  # a span twice in one request goes out once
         if entry.span is not None and entry.envelope is not None:
