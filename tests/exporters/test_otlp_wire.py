@@ -185,3 +185,19 @@ def test_indexed_request_body_says_where_each_span_lands() -> None:
     for (envelope, span), place in zip(pairs, places, strict=True):
         assert (listed[place].envelope, listed[place].span) == (envelope, span)
     assert indexed_request_body([]) == (b"", [])
+
+
+def test_spans_of_every_length_size_are_split_as_sent() -> None:
+    """A span's length is a varint of one, two or three bytes (under 128 bytes, under 16 KiB,
+    above): each comes back as its own bytes, in order."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for size in (0, 100, 5_000, 40_000):
+        span = scope.spans.add(name="s", trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+        if size:
+            span.attributes.append(KeyValue(key="k", value=AnyValue(string_value="x" * size)))
+    body = request.SerializeToString()
+    wire = split_request(body)
+    assert [Span.FromString(unframe(w.span)) for w in wire] == list(scope.spans)
+    assert [len(w.span) - len(unframe(w.span)) for w in wire] == [2, 3, 3, 4]  # key + length
+    assert request_body([(w.envelope, w.span) for w in wire]) == body
