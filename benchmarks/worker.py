@@ -19,11 +19,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -518,6 +520,55 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
     return out
 
 
+def write_pages(batches: int, stored: int) -> dict[str, Any]:
+    """In process, deterministic: SQLite pages written to the WAL per received batch (65 spans,
+    a store already holding ``stored`` batches), child-span write against enrich write (the
+    bias rule holds the agent spans). A page rewritten in each commit counts each time: what
+    the commits cost on this store, without the machine's load in the figure."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from spanjudge.evaluators.metrics import BiasMetric
+    from spanjudge.evaluators.online.enrich import Enricher
+    from spanjudge.evaluators.online.rules import Rule
+    from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+    from spanjudge.exporters.store import SQLiteStore
+
+    base = demo_turns_request(20)
+    copies = iter(range(1, 10**9))
+    out: dict[str, Any] = {"batches": batches, "stored_batches": stored}
+    with tempfile.TemporaryDirectory(prefix="sj-pages-") as tmp:
+        for mode in ("child-span", "enrich"):
+            path = f"{tmp}/{mode}.db"
+            store = SQLiteStore(path, pragmas={"wal_autocheckpoint": 0})
+            enricher = Enricher([Rule(BiasMetric(), target="agent")], store, InMemorySpanExporter())
+
+            def write(
+                count: int, *, mode: str = mode, store: Any = store, enr: Any = enricher
+            ) -> int:
+                spans = 0
+                for _ in range(count):
+                    body = remapped(base, next(copies)).SerializeToString()
+                    records = decode_traces(body, PROTOBUF, rejected=[], keep_bytes=True)
+                    now = time.time()
+                    entries = enr.outbox_entries(records, now) if mode == "enrich" else ()
+                    store.write_spans(records, now=now, outbox=entries)
+                    spans += len(records)
+                return spans
+
+            write(stored)
+            with contextlib.closing(sqlite3.connect(path)) as conn:  # WAL emptied, then timed
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            spans = write(batches)
+            wal = os.path.getsize(path + "-wal")
+            store.close()
+            page = 4096 + 24  # a WAL frame: its header and one page
+            out[mode] = {"wal_pages_per_batch": round(wal / page / batches, 1), "spans": spans}
+    out["enrich_over_child_span"] = round(
+        out["enrich"]["wal_pages_per_batch"] / out["child-span"]["wal_pages_per_batch"], 2
+    )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", help=argparse.SUPPRESS)
@@ -532,10 +583,20 @@ def main() -> None:
     parser.add_argument("--lag-gap", type=float, default=1.0)
     parser.add_argument("--lag-only", action="store_true", help="only the steady-rate lag run")
     parser.add_argument("--scale-only", action="store_true", help="only the scale-out runs")
+    parser.add_argument(
+        "--pages-only",
+        action="store_true",
+        help="only the in-process WAL pages per batch, child-span and enrich writes (SQLite)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.load:
         run_load(args.load, args.seconds, args.threads)
+        return
+
+    if args.pages_only:
+        pages = [write_pages(100, stored) for stored in (100, 400)]
+        print(json.dumps({"machine": _machine(), "write_pages": pages}, indent=2))
         return
 
     with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:

@@ -17,13 +17,20 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-__all__ = ["WireSpan", "frame", "request_body", "split_request", "unframe", "with_attributes"]
+__all__ = [
+    "WireSpan",
+    "frame",
+    "indexed_request_body",
+    "request_body",
+    "split_request",
+    "unframe",
+    "with_attributes",
+]
 
 # Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans,
 # ScopeSpans.spans (each 1, 2, 2, length-delimited).
@@ -32,12 +39,12 @@ _SCOPE_SPANS = 2
 _SPANS = 2
 
 
-@dataclass(frozen=True, slots=True)
-class WireSpan:
+class WireSpan(NamedTuple):
     """A received span: ``span``, its ``Span`` message as it arrived, framed as a field of
     ``ScopeSpans`` (:func:`unframe` gives the message); ``envelope``, its resource and scope
     (every other field of its ``ResourceSpans`` and ``ScopeSpans``), shared by the spans of one
-    scope."""
+    scope. (A named tuple: one is made per received span, three times cheaper than a frozen
+    dataclass.)"""
 
     span: bytes
     envelope: bytes
@@ -91,10 +98,23 @@ def _message(data: bytes, number: int) -> tuple[bytes, list[bytes]]:
     rest: list[bytes] = []
     inner: list[bytes] = []
     pos, end = 0, len(data)
+    wanted = number << 3 | 2  # below 0x80 for every field split here: a one-byte key
     while pos < end:
         start = pos
+        if data[pos] == wanted:
+            # the hot path, once per span: its length inline (varint of one or two bytes)
+            size = data[pos + 1]
+            if size < 0x80:
+                pos += 2 + size
+            elif data[pos + 2] < 0x80:
+                pos += 3 + ((size & 0x7F) | data[pos + 2] << 7)
+            else:
+                size, pos = _varint(data, pos + 1)
+                pos += size
+            inner.append(data[start:pos])
+            continue
         key, pos = _varint(data, pos)
-        if key == (number << 3 | 2):
+        if key == wanted:  # pragma: no cover - a key of one byte is never spelled in two
             size, pos = _varint(data, pos)
             pos += size
             inner.append(data[start:pos])
@@ -140,9 +160,31 @@ def request_body(spans: Iterable[tuple[bytes, bytes]]) -> bytes:
     """A serialized ``ExportTraceServiceRequest`` of ``(envelope, framed span)`` pairs
     (:attr:`WireSpan.span`, :func:`frame`); spans sharing an envelope go in one ``ScopeSpans``,
     in the order given."""
+    return _grouped_body(_groups(spans))
+
+
+def indexed_request_body(spans: Sequence[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
+    """:func:`request_body` and, for each pair given, where :func:`split_request` lists its
+    span in that body (spans sharing an envelope are grouped, so the order may change)."""
+    groups: dict[bytes, list[int]] = {}
+    for n, (envelope, _) in enumerate(spans):
+        groups.setdefault(envelope, []).append(n)
+    places = [0] * len(spans)
+    for place, n in enumerate(n for members in groups.values() for n in members):
+        places[n] = place
+    body = _grouped_body({e: [spans[n][1] for n in members] for e, members in groups.items()})
+    return body, places
+
+
+def _groups(spans: Iterable[tuple[bytes, bytes]]) -> dict[bytes, list[bytes]]:
     groups: dict[bytes, list[bytes]] = {}
     for envelope, span in spans:
         groups.setdefault(envelope, []).append(span)
+    return groups
+
+
+def _grouped_body(groups: Mapping[bytes, Sequence[bytes]]) -> bytes:
+    """The request of framed spans grouped by envelope: one resource and scope per group."""
     parts = []
     for envelope, members in groups.items():
         size, pos = _varint(envelope, 0)

@@ -198,6 +198,51 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE outbox ADD COLUMN envelope {blob}",
         "ALTER TABLE outbox ADD COLUMN spans INTEGER NOT NULL DEFAULT 1",
     ],
+    [
+        # A held span's bytes live in the shared entry of its write, beside the pass-through
+        # spans' (one compressed payload, one resource and scope per group instead of one per
+        # held span): the held row points into it (shared_id: that entry; piece: where
+        # split_request lists the span in the held part). split: the length of a shared
+        # entry's pass-through request at the start of its decompressed payload. A shared entry
+        # is kept past retention while a held row pointing into it is not forwarded.
+        # No unique (trace_id, span_id) any more: the spans insert already tells which spans a
+        # write stored first (those get entries), and that index took a random page per held
+        # row. A held row is found from its span by arrival (arrived_at = the span's), an
+        # index that only grows at its end.
+        # Version 7 rows carry over (new entry ids, in the same order): held rows with their
+        # own payload and envelope, shared entries without split (all of the payload is the
+        # request).
+        "CREATE TABLE outbox_v7 AS SELECT * FROM outbox",
+        "DROP TABLE outbox",
+        """CREATE TABLE outbox (
+            entry_id {id_pk},
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            hold INTEGER NOT NULL,
+            release_at {real} NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_owner TEXT,
+            lease_expires_at {real},
+            forwarded_at {real},
+            payload {blob},
+            envelope {blob},
+            spans INTEGER NOT NULL DEFAULT 1,
+            arrived_at {real},
+            shared_id {bigint},
+            piece INTEGER,
+            split INTEGER)""",
+        "INSERT INTO outbox (trace_id, span_id, hold, release_at, attempts, lease_owner,"
+        " lease_expires_at, forwarded_at, payload, envelope, spans, arrived_at)"
+        " SELECT o.trace_id, o.span_id, o.hold, o.release_at, o.attempts, o.lease_owner,"
+        " o.lease_expires_at, o.forwarded_at, o.payload, o.envelope, o.spans,"
+        " (SELECT s.arrived_at FROM spans s WHERE s.trace_id = o.trace_id"
+        " AND s.span_id = o.span_id) FROM outbox_v7 o ORDER BY o.entry_id",
+        "DROP TABLE outbox_v7",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (release_at) WHERE forwarded_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS outbox_forwarded ON outbox (forwarded_at)"
+        " WHERE forwarded_at IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS outbox_held ON outbox (arrived_at) WHERE hold = 1",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -94,7 +94,7 @@ class SpanQueries(OutboxQueries):
         trace_rows = [(t, arrived, arrived, roots[t]) for t in sorted(roots)]
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
-        prepared = outbox_rows(outbox)
+        prepared = outbox_rows(outbox, arrived=arrived)
         with self.transaction() as cur:
             mark = self.outbox_mark(cur) if outbox else None
             self.insert_rows(
@@ -226,7 +226,12 @@ class SpanQueries(OutboxQueries):
             cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
             deleted = max(cur.rowcount, 0)
             cur.execute(
-                self.q("DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"),
+                self.q(
+                    "DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"
+                    # a shared entry holds the bytes of its held spans until they are sent
+                    " AND entry_id NOT IN (SELECT shared_id FROM outbox"
+                    " WHERE forwarded_at IS NULL AND shared_id IS NOT NULL)"
+                ),
                 (cutoff,),
             )
             cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))

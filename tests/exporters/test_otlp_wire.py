@@ -11,6 +11,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
 from spanjudge.exporters.otlp_wire import (
     frame,
+    indexed_request_body,
     request_body,
     split_request,
     unframe,
@@ -166,3 +167,37 @@ def test_json_bodies_get_their_protobuf_bytes() -> None:
     assert record.span_id == "0102030405060708"
     with pytest.raises(OtlpDecodeError):
         decode_json(b"[]", keep_bytes=True)
+
+
+def test_indexed_request_body_says_where_each_span_lands() -> None:
+    """Spans sharing an envelope are grouped: the places given are the order split_request
+    lists them in, so a held row's piece finds its own span again."""
+    first, second = b"\x00", b"\x02\x0a\x00"
+    pairs = [
+        (first, frame(Span(name="a").SerializeToString())),
+        (second, frame(Span(name="b").SerializeToString())),
+        (first, frame(Span(name="c").SerializeToString())),
+    ]
+    body, places = indexed_request_body(pairs)
+    assert body == request_body(pairs)
+    listed = split_request(body)
+    assert places == [0, 2, 1]
+    for (envelope, span), place in zip(pairs, places, strict=True):
+        assert (listed[place].envelope, listed[place].span) == (envelope, span)
+    assert indexed_request_body([]) == (b"", [])
+
+
+def test_spans_of_every_length_size_are_split_as_sent() -> None:
+    """A span's length is a varint of one, two or three bytes (under 128 bytes, under 16 KiB,
+    above): each comes back as its own bytes, in order."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for size in (0, 100, 5_000, 40_000):
+        span = scope.spans.add(name="s", trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+        if size:
+            span.attributes.append(KeyValue(key="k", value=AnyValue(string_value="x" * size)))
+    body = request.SerializeToString()
+    wire = split_request(body)
+    assert [Span.FromString(unframe(w.span)) for w in wire] == list(scope.spans)
+    assert [len(w.span) - len(unframe(w.span)) for w in wire] == [2, 3, 3, 4]  # key + length
+    assert request_body([(w.envelope, w.span) for w in wire]) == body
