@@ -24,11 +24,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
@@ -257,6 +259,28 @@ _PRICES: dict[str, tuple[float, float] | None] = {}
 _PRICES_LOCK = threading.Lock()
 
 
+# the price table litellm ships and reads when LITELLM_LOCAL_MODEL_COST_MAP is set, as spanjudge
+# always sets it (no price map is fetched from the internet)
+_SHIPPED_PRICES = "model_prices_and_context_window_backup.json"
+
+
+def price_table(load_litellm: Callable[[], Any]) -> Mapping[str, Any]:
+    """litellm's model price table. Once litellm is imported (the litellm path, or the user's own
+    ``litellm.register_model`` prices) its live table; before that, the table file litellm ships,
+    read without importing litellm: importing it costs seconds of CPU and over 100 MB, which a
+    worker whose judge takes only the direct path never needs otherwise."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        spec = importlib.util.find_spec("litellm")  # finds the package without running it
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            shipped = Path(folder) / _SHIPPED_PRICES
+            if shipped.is_file():
+                table: Mapping[str, Any] = json.loads(shipped.read_bytes())
+                return table
+        litellm = load_litellm()
+    return litellm.model_cost  # type: ignore[no-any-return]
+
+
 def price(model: str, body: dict[str, Any], load_litellm: Callable[[], Any]) -> float | None:
     """The answer's cost from litellm's price table (looked up once per model), from the usage
     the server reported; None when the model has no price."""
@@ -266,7 +290,7 @@ def price(model: str, body: dict[str, Any], load_litellm: Callable[[], Any]) -> 
     if not known:
         rates = None
         try:
-            table = load_litellm().model_cost
+            table = price_table(load_litellm)
             entry = table.get(model) or table.get(model.removeprefix("openai/"))
             if entry and entry.get("input_cost_per_token") is not None:
                 rates = (

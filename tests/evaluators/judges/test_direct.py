@@ -245,3 +245,49 @@ def test_the_proxy_is_skipped_for_hosts_no_proxy_names(monkeypatch: pytest.Monke
     monkeypatch.delenv("HTTP_PROXY")
     monkeypatch.delenv("NO_PROXY")
     assert env_proxy("http://judge.example/v1/chat/completions") is None
+
+
+NO_LITELLM_SCRIPT = """
+import asyncio, json, sys
+from pydantic import BaseModel
+from spanjudge.evaluators.judges import LiteLLMJudge
+
+class Reason(BaseModel):
+    reason: str
+
+judge = LiteLLMJudge(
+    "openai/gpt-4o-mini", api_base=sys.argv[1], api_key="k", transport="direct", max_retries=0
+)
+value, usage = asyncio.run(judge.a_generate("Why?", Reason))
+print(json.dumps({"imported": "litellm" in sys.modules, "reason": value.reason,
+                  "cost": usage.cost, "tokens": [usage.input_tokens, usage.output_tokens]}))
+"""
+
+
+def test_the_direct_path_prices_calls_without_importing_litellm() -> None:
+    # a worker whose judge speaks the OpenAI API never needs litellm's import (seconds of CPU on
+    # its first evaluation, over 100 MB): the price comes from the table litellm ships, and it
+    # is the price litellm's own table gives
+    import json
+    import subprocess
+    import sys
+
+    import litellm
+
+    with ScriptedJudgeServer() as server:
+        server.add_rule({"reason": "ok"}, schema="Reason")
+        done = subprocess.run(
+            [sys.executable, "-c", NO_LITELLM_SCRIPT, server.base_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["imported"] is False and got["reason"] == "ok"
+    rates = litellm.model_cost["gpt-4o-mini"]
+    tokens_in, tokens_out = got["tokens"]
+    expected = (
+        rates["input_cost_per_token"] * tokens_in + rates["output_cost_per_token"] * tokens_out
+    )
+    assert tokens_in > 0 and got["cost"] == pytest.approx(expected, rel=1e-9)
