@@ -29,6 +29,29 @@ def agent(question: str) -> str:
     return f"Answer to {question}"
 
 
+def bias_monitor(
+    server: ScriptedJudgeServer,
+    store: SpanStore,
+    clock: Any,
+    *,
+    interval_seconds: float = 0.05,
+    after_tick: Any = None,
+) -> Monitor:
+    """A bias rule on agent spans, two evaluation slots, traces settled after 10 s."""
+    return Monitor(
+        [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
+        store=store,
+        clock=clock,
+        after_tick=after_tick,
+        config=MonitorConfig(
+            interval_seconds=interval_seconds,
+            settle_seconds=10,
+            retention_seconds=None,
+            concurrency=2,
+        ),
+    )
+
+
 def test_a_backlog_is_planned_a_page_at_a_time_with_jobs_claimed_in_between(
     app: Any, store: SpanStore, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -58,12 +81,7 @@ def test_a_backlog_is_planned_a_page_at_a_time_with_jobs_claimed_in_between(
             agent(f"question {i}")
         app.flush()
         clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            config=MonitorConfig(settle_seconds=10, retention_seconds=None, concurrency=2),
-        )
+        mon = bias_monitor(server, store, clock, interval_seconds=30.0)
         try:
             report = mon.tick()
         finally:
@@ -110,14 +128,7 @@ def test_a_trace_that_settles_during_a_slow_evaluation_is_evaluated_in_the_same_
         agent("the first question")
         app.flush()
         clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            config=MonitorConfig(
-                interval_seconds=0.05, settle_seconds=10, retention_seconds=None, concurrency=2
-            ),
-        )
+        mon = bias_monitor(server, store, clock)
         try:
             report = mon.tick()
         finally:
@@ -153,14 +164,7 @@ def test_a_planning_failure_lets_the_jobs_in_flight_finish_then_ends_the_tick(
         agent("a question")
         app.flush()
         clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            config=MonitorConfig(
-                interval_seconds=0.05, settle_seconds=10, retention_seconds=None, concurrency=2
-            ),
-        )
+        mon = bias_monitor(server, store, clock)
         try:
             with pytest.raises(RuntimeError, match="store gone"):
                 mon.tick()
@@ -193,15 +197,7 @@ def test_a_busy_tick_recovers_and_runs_after_tick_every_interval(
         agent("a question")
         app.flush()
         clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            after_tick=after_tick,
-            config=MonitorConfig(
-                interval_seconds=0.05, settle_seconds=10, retention_seconds=None, concurrency=2
-            ),
-        )
+        mon = bias_monitor(server, store, clock, after_tick=after_tick)
         try:
             report = mon.tick()
         finally:
