@@ -52,7 +52,8 @@ from spanjudge.exporters.otlp_wire import (
 )
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.span_forward import bytes_sender
-from spanjudge.exporters.store.base import Outbox, OutboxEntry, OutboxItem
+from spanjudge.exporters.store.base import Outbox
+from spanjudge.exporters.store.items import OutboxEntry, OutboxItem
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:

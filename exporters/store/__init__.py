@@ -16,21 +16,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from spanjudge.exporters.store.base import (
+from spanjudge.exporters.store.base import EventLog, FeedbackLog, JudgeCache, SpanStore
+from spanjudge.exporters.store.items import (
     DONE,
     FAILED,
     LEASED,
     ORPHAN_SETTLE_FACTOR,
     PENDING,
-    EventLog,
-    FeedbackLog,
     Job,
     JobSpec,
-    JudgeCache,
     OutboxClaim,
     OutboxEntry,
     OutboxItem,
-    SpanStore,
     StoreError,
     StoreStats,
     Unemitted,

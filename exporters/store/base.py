@@ -23,129 +23,17 @@ content log events in, by trace out), :class:`JobQueue`, :class:`ResultStore`, :
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord, LogEvent, SpanRecord
-
-# A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
-# many settle periods without a new span, so orphans cannot hang in the backlog forever.
-ORPHAN_SETTLE_FACTOR = 10.0
-
-# Job states. A job is pending -> leased -> done | failed; release puts it back to pending.
-PENDING = "pending"
-LEASED = "leased"
-DONE = "done"
-FAILED = "failed"
-
-
-class StoreError(Exception):
-    """A store call failed (database locked, disk full, connection lost, file deleted...).
-
-    The original driver exception is chained as ``__cause__``. The store stays usable: the next
-    call opens a fresh connection.
-    """
-
-
-# Output name -> the results column that marks it delivered (see the score emitter's outputs).
-EMIT_COLUMNS: dict[str, str] = {"span": "emitted_at", "event": "event_emitted_at"}
-
-
-class Unemitted(NamedTuple):
-    """A stored result that still owes some outputs (``"span"``, ``"event"``)."""
-
-    job_id: int
-    record: EvaluationRecord
-    outputs: tuple[str, ...]
-
-
-@dataclass
-class JobSpec:
-    """What to evaluate: one rule on one target (span, trace or conversation)."""
-
-    rule: str
-    target_type: str  # llm | agent | trace | conversation
-    target_id: str
-    trace_id: str | None
-    span_id: str | None
-    conversation_id: str | None = None
-    sample_rate: float | None = None
-
-
-@dataclass
-class Job(JobSpec):
-    """A job row as claimed: the spec plus its queue state."""
-
-    job_id: int = 0
-    state: str = PENDING
-    attempts: int = 0
-    lease_owner: str | None = None
-    lease_expires_at: float | None = None
-
-
-@dataclass
-class OutboxEntry:
-    """Enrich mode: a received span waiting to be forwarded to the backend.
-
-    ``hold``: a rule picked the span for evaluation, so it waits for its scores until
-    ``release_at`` (arrival + ``max_hold_seconds``); otherwise ``release_at`` is the arrival
-    time and the span goes out at once. ``span`` and ``envelope``: the span's protobuf bytes
-    as received and its resource and scope (:class:`~spanjudge.exporters.otlp_wire.WireSpan`),
-    forwarded as they are; without them the span is rebuilt from the store. The spans of one
-    write that pass through with their bytes share one entry.
-    """
-
-    trace_id: str
-    span_id: str
-    hold: bool
-    release_at: float
-    span: bytes | None = None
-    envelope: bytes | None = None
-
-
-@dataclass
-class OutboxItem:
-    """A claimed outbox entry, for held spans with the span's own results. ``payload``: one
-    span's bytes with its ``envelope``, or (no envelope) an OTLP request body of ``spans``
-    pass-through spans; without payload, ``span`` is the stored span."""
-
-    entry_id: int
-    span: SpanRecord | None
-    hold: bool
-    attempts: int
-    results: list[EvaluationRecord] = field(default_factory=list)
-    trace_id: str = ""
-    span_id: str = ""
-    payload: bytes | None = None
-    envelope: bytes | None = None
-    spans: int = 1
-
-
-@dataclass
-class OutboxClaim:
-    """What :meth:`Outbox.claim_outbox` leased: items to send, and entries whose span is
-    gone (deleted by retention before it could be forwarded)."""
-
-    items: list[OutboxItem]
-    missing: list[int]
-
-
-@dataclass
-class StoreStats:
-    """Backlog figures for the metrics endpoint; every field is an indexed count."""
-
-    pending: int = 0
-    leased: int = 0
-    done: int = 0
-    failed: int = 0
-    unplanned_traces: int = 0
-    unplanned_conversations: int = 0
-    # Age of the oldest job not finished yet (pending or leased); 0 when there is none.
-    oldest_pending_age_seconds: float = 0.0
-    # Enrich mode: spans held for their scores, and spans due but not forwarded yet
-    outbox_held: int = 0
-    outbox_due: int = 0
-
+from spanjudge.exporters.store.items import (
+    Job,
+    JobSpec,
+    OutboxClaim,
+    OutboxEntry,
+    StoreStats,
+    Unemitted,
+)
 
 _Admin = TypeVar("_Admin", bound="StoreAdmin")
 

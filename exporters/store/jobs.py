@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store.base import DONE, FAILED, LEASED, PENDING, Job, JobSpec
 from spanjudge.exporters.store.core import Cursor, SqlCore, wall
+from spanjudge.exporters.store.items import DONE, FAILED, LEASED, PENDING, Job, JobSpec
 from spanjudge.exporters.store.rows import JOB_COLUMNS, clean_text, job_from_row, record_to_json
 from spanjudge.exporters.store.schema import OPEN_JOBS
 

@@ -21,8 +21,8 @@ from spanjudge.exporters.otlp_wire import (
     request_body,
     split_request,
 )
-from spanjudge.exporters.store.base import OutboxClaim, OutboxEntry, OutboxItem
 from spanjudge.exporters.store.core import Cursor, SqlCore
+from spanjudge.exporters.store.items import OutboxClaim, OutboxEntry, OutboxItem
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS_S,
     clean_text,

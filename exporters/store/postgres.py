@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from spanjudge.exporters.store.base import StoreError
+from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 
 # Below this many rows a batch is inserted row by row (COPY has a fixed cost).

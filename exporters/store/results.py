@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store.base import EMIT_COLUMNS, Unemitted
 from spanjudge.exporters.store.core import SqlCore
+from spanjudge.exporters.store.items import EMIT_COLUMNS, Unemitted
 from spanjudge.exporters.store.rows import record_from_json
 
 

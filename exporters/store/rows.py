@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanjudge.exporters.records import EvaluationRecord, SpanEvent, SpanRecord
-from spanjudge.exporters.store.base import Job
+from spanjudge.exporters.store.items import Job
 
 # Column orders: span_row() writes SPAN_COLUMNS then service_name, conversation_id, arrived_at;
 # span_from_row() and job_from_row() read them in these orders.

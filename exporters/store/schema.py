@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from spanjudge.exporters.store.base import LEASED, PENDING
 from spanjudge.exporters.store.core import Cursor, wall
+from spanjudge.exporters.store.items import LEASED, PENDING
 
 # Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits,
 # {blob} bytes.

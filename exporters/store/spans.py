@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store.base import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
 from spanjudge.exporters.store.core import Cursor, SqlCore, wall
+from spanjudge.exporters.store.items import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
 from spanjudge.exporters.store.jobs import insert_jobs
 from spanjudge.exporters.store.outbox import OutboxQueries, outbox_rows
 from spanjudge.exporters.store.rows import (

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
-from spanjudge.exporters.store.base import StoreError
+from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 
 MEMORY = ":memory:"

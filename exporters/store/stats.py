@@ -7,8 +7,8 @@ Example::
 
 from __future__ import annotations
 
-from spanjudge.exporters.store.base import DONE, FAILED, LEASED, PENDING, StoreStats
 from spanjudge.exporters.store.core import SqlCore
+from spanjudge.exporters.store.items import DONE, FAILED, LEASED, PENDING, StoreStats
 from spanjudge.exporters.store.schema import OPEN_JOBS
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from spanjudge.exporters.store import OutboxEntry, SpanStore
 from spanjudge.exporters.store import sql as sql_module
-from spanjudge.exporters.store.base import JobSpec
+from spanjudge.exporters.store.items import JobSpec
 from tests.exporters.store.test_store import T0, result, sid, span, tid
 
 HOLD = 120.0

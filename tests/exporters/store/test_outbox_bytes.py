@@ -16,7 +16,7 @@ from spanjudge.exporters.otlp_wire import unframe
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import OutboxEntry, SpanStore
 from spanjudge.exporters.store import sql as sql_module
-from spanjudge.exporters.store.base import OutboxItem
+from spanjudge.exporters.store.items import OutboxItem
 from tests.exporters.store.test_outbox import HOLD, entries
 from tests.exporters.store.test_store import T0, sid, span, tid
 
