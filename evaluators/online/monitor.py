@@ -32,6 +32,7 @@ from spanjudge.evaluators.online.delivery import Delivery
 from spanjudge.evaluators.online.planner import Planner, TickReport
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.runner import Runner
+from spanjudge.evaluators.online.schedule import every
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.exporters.store import SpanStore, open_store
 
@@ -119,46 +120,20 @@ class Monitor:
         ``scheduler="background"`` uses a daemon thread; ``"asyncio"`` schedules on the running
         event loop (FastAPI, aiohttp apps), each tick running in a worker thread so the store's
         blocking I/O never stalls the loop. By default: ``"asyncio"`` when called from inside a
-        running loop, else ``"background"``. Ticks never overlap (``max_instances=1``) and a slow
-        tick does not pile up runs behind it (``coalesce=True``): missed runs collapse into one.
+        running loop, else ``"background"``. Ticks never overlap (a run that finds one in progress
+        returns at once) and a slow tick does not pile up runs behind it: missed runs collapse
+        into one (:func:`~spanjudge.evaluators.online.schedule.every`).
         """
         if self._scheduler is not None:
             return self
-        if scheduler is None:
-            try:
-                asyncio.get_running_loop()
-                scheduler = "asyncio"
-            except RuntimeError:
-                scheduler = "background"
         self._stopping.clear()
-        job: Callable[..., Any]
-        if scheduler == "asyncio":
-            from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-            sched: Any = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
-            job = self._async_tick
-        elif scheduler == "background":
-            from apscheduler.schedulers.background import BackgroundScheduler
-
-            sched = BackgroundScheduler(daemon=True)
-            job = self._scheduled_tick
-        else:
-            raise ValueError(f"scheduler must be 'background' or 'asyncio', got {scheduler!r}")
-        sched.add_job(
-            job,
-            "interval",
+        self._scheduler = every(
+            self._scheduled_tick,
             seconds=self.config.interval_seconds,
-            max_instances=2,  # the second returns at once while a long tick runs
-            coalesce=True,
-            next_run_time=_utcnow(),  # first tick right away, not one interval after start
-            id="spanjudge-monitor",
+            kind=scheduler,
+            job_id="spanjudge-monitor",
         )
-        sched.start()
-        self._scheduler = sched
         return self
-
-    async def _async_tick(self) -> None:
-        await asyncio.to_thread(self._scheduled_tick)
 
     async def a_stop(self, timeout: float = 30.0) -> None:
         """:meth:`stop` for async code: waits for the tick in flight without blocking the loop."""
@@ -372,12 +347,6 @@ class Monitor:
             "unforwarded_spans": stats.outbox_due,
         }
         return counts, stats.oldest_pending_age_seconds
-
-
-def _utcnow() -> Any:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc)
 
 
 def monitor(
