@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import logging
 import os
 import sys
 import threading
@@ -47,6 +48,8 @@ from spanjudge.evaluators.judges.base import (
     JudgeServerError,
     JudgeTimeoutError,
 )
+
+log = logging.getLogger("spanjudge.judge")
 
 
 class HTTPFailure(Exception):
@@ -181,13 +184,21 @@ class DirectTransport:
                     del self._async[loop]
             await session.close()
 
-    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _content(self, body: dict[str, Any]) -> bytes:
         content = json.dumps(body).encode()
+        # the request line only: headers carry the key
+        log.debug(
+            "judge request: POST %s, model %s, %d bytes", self.url, body.get("model"), len(content)
+        )
+        return content
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        content = self._content(body)
         response = self._sync_client().post(self.url, content=content, headers=self._headers)
         return _check(response.status_code, response.headers, response.content)
 
     async def a_complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        content = json.dumps(body).encode()
+        content = self._content(body)
         session = await self._async_client()
         async with session.post(self.url, data=content, headers=self._headers) as response:
             answer = await response.read()
