@@ -28,6 +28,7 @@ import importlib.util
 import json
 import logging
 import os
+import ssl
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -125,6 +126,7 @@ class DirectTransport:
         self._max_connections = max_connections
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
+        self._ssl: ssl.SSLContext | None = None
         # an async client's connections belong to the loop that opened them; each entry holds the
         # client and the async generator that closes it when the loop finalises generators
         self._async: dict[
@@ -143,6 +145,16 @@ class DirectTransport:
                     ),
                 )
             return self._client
+
+    def _ssl_context(self) -> ssl.SSLContext | bool:
+        """For an https endpoint, the certificates the sync client (and litellm) trusts:
+        ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set, else certifi's bundle; made once."""
+        if not self.url.startswith("https:"):
+            return True  # aiohttp's default; a plain http endpoint never uses it
+        with self._lock:
+            if self._ssl is None:
+                self._ssl = httpx.create_ssl_context()
+            return self._ssl
 
     async def _async_client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -165,7 +177,7 @@ class DirectTransport:
         import aiohttp
 
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self._max_connections),
+            connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl_context()),
             # the same bounds as the sync client: to connect (or wait for a pooled
             # connection), and between two reads of the answer
             timeout=aiohttp.ClientTimeout(

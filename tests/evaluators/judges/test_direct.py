@@ -291,3 +291,84 @@ def test_the_direct_path_prices_calls_without_importing_litellm() -> None:
         rates["input_cost_per_token"] * tokens_in + rates["output_cost_per_token"] * tokens_out
     )
     assert tokens_in > 0 and got["cost"] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.fixture
+def tls_judge(tmp_path: Any) -> Any:
+    """A judge endpoint over HTTPS on 127.0.0.1 with a self-signed certificate for localhost
+    (made by openssl), answering every request with one Reason; yields (base URL, cert path)."""
+    import http.server
+    import json
+    import ssl
+    import subprocess
+    import threading
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"),
+            *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    answer = json.dumps(
+        {
+            "choices": [{"message": {"role": "assistant", "content": '{"reason": "over tls"}'}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        }
+    ).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://localhost:{server.server_address[1]}/v1", cert
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_async_calls_trust_the_certificates_sync_calls_trust(
+    tls_judge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx (sync calls, and litellm) trusts certifi's bundle unless SSL_CERT_FILE/SSL_CERT_DIR
+    # say otherwise; an async call must trust the same, not only the system's store, or a
+    # judge that works from a script fails in the worker of a container without system CAs
+    import certifi
+
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    base_url, cert = tls_judge
+
+    def judge() -> LiteLLMJudge:
+        return LiteLLMJudge(
+            "openai/q", api_base=base_url, api_key="k", transport="direct", max_retries=0
+        )
+
+    # the certificate is nobody's: both paths refuse the endpoint
+    with pytest.raises(JudgeConnectionError):
+        asyncio.run(judge().a_generate("x", Reason))
+    # in the bundle the sync path trusts: both paths take it
+    monkeypatch.setattr(certifi, "where", lambda: str(cert))
+    assert judge().generate("x", Reason)[0].reason == "over tls"
+    assert asyncio.run(judge().a_generate("x", Reason))[0].reason == "over tls"
+    # and SSL_CERT_FILE is honoured as httpx honours it
+    monkeypatch.undo()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert asyncio.run(judge().a_generate("x", Reason))[0].reason == "over tls"
