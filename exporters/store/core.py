@@ -21,6 +21,10 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
+IDS_PER_LIST = 500
+"""Ids bound in one ``IN (...)`` list or one multi-row statement: far below every driver's
+parameter limit."""
+
 
 class Cursor(Protocol):
     """The DB-API subset both sqlite3 and psycopg cursors provide."""

@@ -22,15 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
-from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.core import IDS_PER_LIST, SqlCore, wall
 from spanjudge.exporters.store.rows import record_from_json
 
 FEEDBACK_COLUMNS = (
     "feedback_id, metric, rule, trace_id, span_id, conversation_id, label, score, note,"
     " annotator, source, created_at, emitted_at"
 )
-# Ids per IN (...) list: far below every driver's parameter limit.
-_CHUNK = 500
 
 
 def matches(feedback: FeedbackRecord, result: EvaluationRecord) -> bool:
@@ -190,8 +188,8 @@ class FeedbackQueries(SqlCore):
                 conversations,
             ),
         ):
-            for start in range(0, len(keys), _CHUNK):
-                chunk = keys[start : start + _CHUNK]
+            for start in range(0, len(keys), IDS_PER_LIST):
+                chunk = keys[start : start + IDS_PER_LIST]
                 rows = self.select(sql.format(", ".join("?" * len(chunk))), chunk)
                 found.extend(record_from_json(row[0]) for row in rows)
         return found
@@ -218,8 +216,8 @@ class FeedbackQueries(SqlCore):
         conversations = sorted({r.target_id for r in results if r.target_type == "conversation"})
         labels: dict[int, FeedbackRecord] = {}
         for column, keys in (("trace_id", traces), ("conversation_id", conversations)):
-            for start in range(0, len(keys), _CHUNK):
-                chunk = keys[start : start + _CHUNK]
+            for start in range(0, len(keys), IDS_PER_LIST):
+                chunk = keys[start : start + IDS_PER_LIST]
                 rows = self.select(
                     f"SELECT {FEEDBACK_COLUMNS} FROM feedback WHERE {column} IN"
                     f" ({', '.join('?' * len(chunk))})",

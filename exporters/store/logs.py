@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanjudge.exporters.records import LogEvent
-from spanjudge.exporters.store.core import SqlCore, wall
+from spanjudge.exporters.store.core import IDS_PER_LIST, SqlCore, wall
 from spanjudge.exporters.store.rows import clean_text
 
 LOG_COLUMNS = (
@@ -28,8 +28,6 @@ LOG_COLUMNS = (
     " arrived_at, event_key"
 )
 _LOG_TYPES = ("text", "text", "text", "bigint", "text", "text", "text", "text", "real", "text")
-# Ids per IN (...) list: far below every driver's parameter limit.
-_READ_CHUNK = 500
 
 # As the span columns: ASCII escapes keep NUL and lone surrogates storable in JSON text.
 _dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
@@ -103,8 +101,8 @@ class LogQueries(SqlCore):
                 f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival)",
             )
             conversations: set[str] = set()
-            for start in range(0, len(traces), _READ_CHUNK):
-                chunk = traces[start : start + _READ_CHUNK]
+            for start in range(0, len(traces), IDS_PER_LIST):
+                chunk = traces[start : start + IDS_PER_LIST]
                 cur.execute(
                     self.q(
                         "SELECT DISTINCT conversation_id FROM spans WHERE trace_id IN"
@@ -126,8 +124,8 @@ class LogQueries(SqlCore):
         wanted = sorted(set(trace_ids))
         found: list[tuple[int, int, LogEvent]] = []
         with self.transaction(write=False) as cur:
-            for start in range(0, len(wanted), _READ_CHUNK):
-                chunk = wanted[start : start + _READ_CHUNK]
+            for start in range(0, len(wanted), IDS_PER_LIST):
+                chunk = wanted[start : start + IDS_PER_LIST]
                 cur.execute(
                     self.q(
                         "SELECT trace_id, span_id, event_name, time_ns, attributes, body,"

@@ -21,7 +21,7 @@ from spanjudge.exporters.otlp_wire import (
     request_body,
     split_request,
 )
-from spanjudge.exporters.store.core import Cursor, SqlCore
+from spanjudge.exporters.store.core import IDS_PER_LIST, Cursor, SqlCore
 from spanjudge.exporters.store.items import OutboxClaim, OutboxEntry, OutboxItem
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS_S,
@@ -32,7 +32,6 @@ from spanjudge.exporters.store.rows import (
 from spanjudge.exporters.store.schema import OPEN_JOBS
 
 Key = tuple[str, str]
-_CHUNK = 500  # ids per IN (...) list
 
 
 Passing = tuple[Key, bytes, bytes, float]  # a span with its bytes: key, envelope, span, due
@@ -149,8 +148,8 @@ class OutboxQueries(SqlCore):
         traces = sorted({trace_id for trace_id, _ in keys})
         found: set[Key] = set()
         mine = self.inserted_here or "rowid > ?"
-        for i in range(0, len(traces), _CHUNK):
-            part = traces[i : i + _CHUNK]
+        for i in range(0, len(traces), IDS_PER_LIST):
+            part = traces[i : i + IDS_PER_LIST]
             marks = ", ".join("?" * len(part))
             cur.execute(
                 self.q(
@@ -180,9 +179,9 @@ class OutboxQueries(SqlCore):
             prepared = outbox_rows(entries, arrived=prepared.arrived, fresh=fresh)
         arrived = prepared.arrived
         rows = [(*row, arrived) for row in prepared.rows]
-        for i in range(0, len(rows), _CHUNK):  # spans that came without bytes (rare)
+        for i in range(0, len(rows), IDS_PER_LIST):  # spans that came without bytes (rare)
             # one statement for many rows (a round trip each on PostgreSQL otherwise)
-            part = rows[i : i + _CHUNK]
+            part = rows[i : i + IDS_PER_LIST]
             values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
             cur.execute(
                 self.q(
@@ -219,7 +218,7 @@ class OutboxQueries(SqlCore):
             )
 
         flat = [value for row in pointers for value in row]
-        if self.placeholder != "?" and len(pointers) <= _CHUNK:
+        if self.placeholder != "?" and len(pointers) <= IDS_PER_LIST:
             # a server (PostgreSQL): one statement, one round trip, the entry's id passed on
             # inside it
             sql = held(pointers, "(SELECT entry_id FROM shared)")
@@ -230,8 +229,8 @@ class OutboxQueries(SqlCore):
             return
         cur.execute(self.q(f"{head} RETURNING entry_id"), shared)
         shared_id = int(cur.fetchone()[0])
-        for i in range(0, len(pointers), _CHUNK):
-            part = pointers[i : i + _CHUNK]
+        for i in range(0, len(pointers), IDS_PER_LIST):
+            part = pointers[i : i + IDS_PER_LIST]
             cur.execute(
                 self.q(held(part, "?")),
                 [shared_id, arrived, *(value for row in part for value in row)],
@@ -321,8 +320,8 @@ class OutboxQueries(SqlCore):
         """The compressed payload and split of each shared entry in ``ids`` still stored."""
         out: dict[int, tuple[bytes, int]] = {}
         wanted = sorted(ids)
-        for i in range(0, len(wanted), _CHUNK):
-            part = wanted[i : i + _CHUNK]
+        for i in range(0, len(wanted), IDS_PER_LIST):
+            part = wanted[i : i + IDS_PER_LIST]
             marks = ", ".join("?" * len(part))
             cur.execute(
                 self.q(f"SELECT entry_id, payload, split FROM outbox WHERE entry_id IN ({marks})"),

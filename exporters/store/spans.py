@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store.core import Cursor, SqlCore, wall
+from spanjudge.exporters.store.core import IDS_PER_LIST, Cursor, SqlCore, wall
 from spanjudge.exporters.store.items import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
 from spanjudge.exporters.store.jobs import insert_jobs
 from spanjudge.exporters.store.outbox import OutboxQueries, outbox_rows
@@ -26,9 +26,6 @@ from spanjudge.exporters.store.rows import (
     span_from_row,
     span_row,
 )
-
-# Ids per IN (...) list: far below every driver's parameter limit.
-_ID_CHUNK = 500
 
 
 def mark_planned_in(
@@ -50,8 +47,8 @@ def mark_planned_in(
     ):
         # cleaned as the columns were written (a conversation id can hold anything)
         wanted = sorted({clean_text(i) or "" for i in ids})
-        for start in range(0, len(wanted), _ID_CHUNK):
-            chunk = wanted[start : start + _ID_CHUNK]
+        for start in range(0, len(wanted), IDS_PER_LIST):
+            chunk = wanted[start : start + IDS_PER_LIST]
             marks = ", ".join("?" * len(chunk))
             rows = (
                 f"SELECT {key} FROM {table} WHERE {key} IN ({marks}) ORDER BY {key}{lock}"
@@ -179,8 +176,8 @@ class SpanQueries(OutboxQueries):
         wanted = sorted(set(trace_ids))
         found: dict[str, list[SpanRecord]] = {t: [] for t in trace_ids}
         with self.transaction(write=False) as cur:
-            for start in range(0, len(wanted), _ID_CHUNK):
-                chunk = wanted[start : start + _ID_CHUNK]
+            for start in range(0, len(wanted), IDS_PER_LIST):
+                chunk = wanted[start : start + IDS_PER_LIST]
                 cur.execute(
                     self.q(
                         f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
