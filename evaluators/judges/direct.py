@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 import httpx
+import pydantic_core
 
 if TYPE_CHECKING:
     import aiohttp
@@ -81,7 +82,7 @@ def _check(status: int, headers: Mapping[str, str], content: bytes) -> dict[str,
             pass
         raise HTTPFailure(status, f"HTTP {status}: {str(text)[:1000]}", _retry_after(headers))
     try:
-        body = json.loads(content)
+        body = pydantic_core.from_json(content)
     except ValueError as exc:
         shown = content[:200].decode("utf-8", "replace")
         raise HTTPFailure(502, f"the answer is not JSON: {shown}", None) from exc
@@ -178,11 +179,9 @@ class DirectTransport:
 
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl_context()),
-            # the same bounds as the sync client: to connect (or wait for a pooled
-            # connection), and between two reads of the answer
-            timeout=aiohttp.ClientTimeout(
-                total=None, connect=self._timeout_s, sock_read=self._timeout_s
-            ),
+            # the whole call, connection included: one timer per request (a timer between two
+            # reads is re-armed on every chunk received, a few per cent of the call's CPU)
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
             # the environment's proxy, as httpx and litellm honour it, looked up once here:
             # aiohttp's trust_env looks it up (and reads ~/.netrc) in a worker thread per request
             proxy=env_proxy(self.url),
@@ -197,7 +196,7 @@ class DirectTransport:
             await session.close()
 
     def _content(self, body: dict[str, Any]) -> bytes:
-        content = json.dumps(body).encode()
+        content = pydantic_core.to_json(body)  # a fifth of json.dumps' CPU for a long prompt
         # the request line only: headers carry the key
         log.debug(
             "judge request: POST %s, model %s, %d bytes", self.url, body.get("model"), len(content)

@@ -23,6 +23,7 @@ from spanjudge.evaluators.judges import (
     extract_json,
     resolve_judge,
 )
+from spanjudge.evaluators.judges.base import parse_answer
 from spanjudge.testing import Fault, ScriptedJudgeServer
 
 
@@ -275,6 +276,75 @@ def test_extract_json(text: str, expected: Any) -> None:
 def test_extract_json_rejects_text_without_json() -> None:
     with pytest.raises(ValueError):
         extract_json("no json here")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"claims": ["a", "b"]}', None),  # the fast path: parsed and validated in one step
+        ('{"claims": ["line one\nline two"]}', None),  # a raw newline inside a string
+        ('{"claims": ["a"],}', None),  # a trailing comma
+        ('Here: {"claims": ["a"]} done', None),
+        ('{"facts": ["a"]}', "does not match the schema Claims: claims: Field required"),
+        ('{"claims": "not a list"}', "claims: Input should be a valid list"),
+        ("no json at all", "no JSON object found"),
+    ],
+)
+def test_parse_answer_reads_plain_and_chatty_answers_alike(text: str, problem: str | None) -> None:
+    if problem is None:
+        assert parse_answer(text, Claims).claims[0] in ("a", "line one\nline two")
+    else:
+        with pytest.raises(ValueError, match=problem):
+            parse_answer(text, Claims)
+
+
+def test_backoff_is_exponential_with_jitter_and_honours_retry_after() -> None:
+    judge = LiteLLMJudge("openai/x", api_base="http://127.0.0.1:9", backoff_base=0.5)
+    for failed, full in ((1, 0.5), (2, 1.0), (3, 2.0), (6, 16.0), (9, 20.0)):  # capped at 20 s
+        waits = {judge._backoff(JudgeServerError("503"), failed) for _ in range(50)}
+        assert all(full / 2 <= w <= full for w in waits), (failed, waits)
+        assert len(waits) > 1  # jittered
+    assert judge._backoff(JudgeRateLimitError("429", retry_after=3.0), 1) == 3.0
+    assert judge._backoff(JudgeRateLimitError("429", retry_after=600.0), 1) == 20.0
+    assert judge._backoff(JudgeRateLimitError("429", retry_after=-1.0), 2) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("max_retries", "faults", "requests", "outcome"),
+    [
+        (0, [Fault.status(503)], 1, JudgeServerError),  # no retry at all
+        (2, [Fault.status(503)] * 3, 3, JudgeServerError),  # every retry used, then raised
+        (2, [Fault.status(503), Fault.status(429, retry_after=0)], 3, None),  # last one answers
+        (3, [Fault.status(401)], 1, JudgeError),  # not retryable: raised at once
+    ],
+)
+def test_retries_the_same_way_sync_and_async(
+    judge_server: Any,
+    mode: str,
+    max_retries: int,
+    faults: list[Fault],
+    requests: int,
+    outcome: type[Exception] | None,
+) -> None:
+    for fault in faults:
+        judge_server.add_rule(fault, times=1)
+    judge_server.add_rule(OK)
+    judge = judge_server.judge(max_retries=max_retries, backoff_base=0.01)
+
+    def call() -> Any:
+        if mode == "sync":
+            return judge.generate("x", Claims)
+        return asyncio.run(judge.a_generate("x", Claims))
+
+    if outcome is None:
+        assert call()[0].claims == OK["claims"]
+    else:
+        with pytest.raises(outcome) as info:
+            call()
+        assert type(info.value) is outcome
+    assert len(judge_server.requests) == requests
+    assert judge.attempts == requests
 
 
 def test_many_waiters_in_one_loop_do_not_deadlock(judge_server: Any) -> None:
