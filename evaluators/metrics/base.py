@@ -78,10 +78,23 @@ def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(awaitable)
+        return _run(awaitable)
     ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spanjudge-measure") as pool:
-        return pool.submit(ctx.run, asyncio.run, awaitable).result()
+        return pool.submit(ctx.run, _run, awaitable).result()
+
+
+def _run(awaitable: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run``, the result handed back outside the main task. On the main thread,
+    CPython 3.11's ``asyncio.run`` formats the repr of its SIGINT handler, which names the main
+    task and so its result, in full: half a second for the result of a large ``evaluate()``."""
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await awaitable)
+
+    asyncio.run(main())
+    return box[0]
 
 
 class BaseMetric(ABC):

@@ -17,6 +17,7 @@ from spanjudge.evaluators import (
     Turn,
     evaluate,
 )
+from spanjudge.evaluators.metrics.base import run_sync
 from tests.evaluators.metrics.conftest import schema_names
 
 RAG = LLMTestCase(
@@ -130,3 +131,30 @@ async def test_evaluate_inside_a_running_loop(judge_server: Any, scripted_judge:
     result = evaluate([NO_CONTEXT], [BiasMetric(model=scripted_judge)], print_results=False)
     assert result.test_results[0].metrics_data[0].score == 1.0
     assert schema_names(judge_server).count("Opinions") == 1
+
+
+class _CountedRepr:
+    reprs = 0
+
+    def __repr__(self) -> str:
+        type(self).reprs += 1
+        return "_CountedRepr()"
+
+
+def test_run_sync_hands_back_the_result_without_formatting_it() -> None:
+    # CPython 3.11's asyncio.run formats its SIGINT handler's repr, which shows the main task's
+    # result: for a large evaluate() result that took half a second after the last judge call
+    async def make() -> _CountedRepr:
+        return _CountedRepr()
+
+    result = run_sync(make())
+    assert isinstance(result, _CountedRepr)
+    assert _CountedRepr.reprs == 0
+
+
+def test_run_sync_raises_what_the_coroutine_raises() -> None:
+    async def fail() -> None:
+        raise LookupError("from the coroutine")
+
+    with pytest.raises(LookupError, match="from the coroutine"):
+        run_sync(fail())
