@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +27,7 @@ from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
 DEFAULT_MAX_CONCURRENCY = 16
+_START_BATCH = 16  # evaluations started per loop iteration
 
 
 class MetricResult(MetricData):
@@ -141,7 +142,7 @@ async def a_evaluate(
         progress.advance()
 
     with progress:
-        await asyncio.gather(*(run(i, j, m) for i, j, m in jobs))
+        await asyncio.gather(*await _start(jobs, run))
 
     results = [
         _test_result(i, case, [c for c in cells[i] if c is not None])
@@ -156,6 +157,26 @@ async def a_evaluate(
     if print_results:
         print_summary(result)
     return result
+
+
+async def _start(
+    jobs: Sequence[tuple[int, int, BaseMetric]],
+    run: Callable[[int, int, BaseMetric], Coroutine[Any, Any, None]],
+) -> list[asyncio.Task[None]]:
+    """``run`` for every job as a task, ``_START_BATCH`` per loop iteration. Started all at
+    once, a thousand evaluations build their first prompts in one go while the first judge
+    answers wait unread and their slots idle (0.1-0.3 s at 32 slots)."""
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for number, job in enumerate(jobs):
+            if number and not number % _START_BATCH:
+                await asyncio.sleep(0)  # read what arrived meanwhile
+            tasks.append(asyncio.ensure_future(run(*job)))
+    except BaseException:  # cancelled while starting: stop what was started
+        for task in tasks:
+            task.cancel()
+        raise
+    return tasks
 
 
 def _skipped(metric: BaseMetric, case: Any, missing: list[str]) -> MetricResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -17,7 +18,9 @@ from spanjudge.evaluators import (
     Turn,
     evaluate,
 )
-from spanjudge.evaluators.metrics.base import run_sync
+from spanjudge.evaluators.evaluate import a_evaluate
+from spanjudge.evaluators.judges import Judge
+from spanjudge.evaluators.metrics.base import BaseMetric, run_sync
 from tests.evaluators.metrics.conftest import schema_names
 
 RAG = LLMTestCase(
@@ -158,3 +161,82 @@ def test_run_sync_raises_what_the_coroutine_raises() -> None:
 
     with pytest.raises(LookupError, match="from the coroutine"):
         run_sync(fail())
+
+
+class _Gated(BaseMetric):
+    """Counts the evaluations that started, then waits for the test to let them finish."""
+
+    name = "gated"
+    display_name = "Gated"
+    required_fields = ("input", "actual_output")
+    started = 0
+    gate: asyncio.Event
+
+    async def _a_compute(self, test_case: Any) -> float:
+        type(self).started += 1
+        await type(self).gate.wait()
+        return 1.0
+
+    async def _a_reason(self, score: float) -> str | None:
+        return None
+
+    def _verdict_dicts(self) -> list[dict[str, Any]]:
+        return []
+
+
+class _NoJudge(Judge):
+    def _complete(self, messages: Any, schema: Any) -> Any:
+        raise AssertionError("no judge call expected")
+
+    async def _a_complete(self, messages: Any, schema: Any) -> Any:
+        raise AssertionError("no judge call expected")
+
+
+async def test_evaluations_start_in_batches_with_the_loop_running_between() -> None:
+    # a judge answer that arrives while a thousand evaluations start is read between batches,
+    # not after every one of them has built its first prompt
+    _Gated.started, _Gated.gate = 0, asyncio.Event()
+    total = 400
+    seen: list[int] = []
+
+    async def probe() -> None:
+        while _Gated.started < total:
+            seen.append(_Gated.started)
+            await asyncio.sleep(0)
+        _Gated.gate.set()
+
+    result, _ = await asyncio.gather(
+        a_evaluate(
+            [NO_CONTEXT] * total,
+            [_Gated(model=_NoJudge())],
+            max_concurrency=total,
+            show_progress=False,
+            print_results=False,
+        ),
+        probe(),
+    )
+    assert [r.metrics_data[0].score for r in result.test_results] == [1.0] * total
+    between = [n for n in seen if 0 < n < total]
+    assert len(between) >= total // 16 - 2, seen
+
+
+async def test_cancelled_while_starting_leaves_no_evaluation_running() -> None:
+    _Gated.started, _Gated.gate = 0, asyncio.Event()
+    run = asyncio.ensure_future(
+        a_evaluate(
+            [NO_CONTEXT] * 400,
+            [_Gated(model=_NoJudge())],
+            max_concurrency=400,
+            show_progress=False,
+            print_results=False,
+        )
+    )
+    while _Gated.started < 40:  # some batches started, not all
+        await asyncio.sleep(0)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert 40 <= _Gated.started < 400
