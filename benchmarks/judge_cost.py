@@ -214,6 +214,7 @@ def run(latency: float, concurrency: int, repeat: int, transport: str = "auto") 
         # warm-up (litellm import, first connection) outside the timed run
         evaluate(cases[:1], metrics[1:2], show_progress=False, print_results=False)
         truth_cache.clear()
+        ended = time_calls(judge)
         before = judge.attempts
         cpu_before, started = time.process_time(), time.perf_counter()
         result = evaluate(
@@ -271,8 +272,35 @@ def run(latency: float, concurrency: int, repeat: int, transport: str = "auto") 
         "cases_per_s": round(throughput, 3),
         "bound_cases_per_s": round(bound, 3),
         "throughput_vs_bound": round(throughput / bound, 3),
+        # judge calls per second between the 10% and the 90% call (no start-up, no tail), against
+        # concurrency / latency: whether the slots stay busy once the run is under way
+        "steady_calls_vs_bound": steady_share(ended, concurrency / latency),
         "per_metric": per_metric,
     }
+
+
+def time_calls(judge: Any) -> list[float]:
+    """Record when each of ``judge``'s HTTP calls ends (a wrapper on this instance only)."""
+    ended: list[float] = []
+    call = judge._a_complete
+
+    async def timed(messages: Any, schema: Any) -> Any:
+        try:
+            return await call(messages, schema)
+        finally:
+            ended.append(time.perf_counter())
+
+    judge._a_complete = timed
+    return ended
+
+
+def steady_share(ended: list[float], bound_calls_per_s: float) -> float | None:
+    """Calls per second between the 10% and the 90% call, as a share of the bound."""
+    ends = sorted(ended)
+    first, last = int(len(ends) * 0.1), int(len(ends) * 0.9)
+    if last - first < 10 or ends[last] <= ends[first]:
+        return None
+    return round((last - first) / (ends[last] - ends[first]) / bound_calls_per_s, 3)
 
 
 # ---------------------------------------------------------------------------- G-Eval
@@ -545,8 +573,9 @@ def throughput_grid(repeat: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for latency in (0.2, 0.05):
         for concurrency in (8, 32):
-            # enough cases that concurrency 32 stays busy for more than a moment
-            reps = repeat * (4 if concurrency > 8 else 1) * (2 if latency < 0.1 else 1)
+            # about 4 s of judge time at the bound at every point (165 calls per case set), so
+            # that the start (new connections, hundreds of first prompts) weighs alike
+            reps = repeat * (4 if concurrency > 8 else 1) * (4 if latency < 0.1 else 1)
             requests = 0
             for transport in ("litellm", "direct"):
                 report = run(latency, concurrency, reps, transport)
@@ -563,6 +592,7 @@ def throughput_grid(repeat: int) -> dict[str, Any]:
                             "cases_per_s",
                             "bound_cases_per_s",
                             "throughput_vs_bound",
+                            "steady_calls_vs_bound",
                             "cpu_ms_per_request",
                         )
                     }
