@@ -569,7 +569,9 @@ def bare_client(latency: float, concurrency: int, requests: int, client: str) ->
 def throughput_grid(repeat: int) -> dict[str, Any]:
     """Both transports side by side at 0.2 s and 0.05 s judge latency, concurrency 8 and 32:
     cases/s against the bound and this process's CPU per judge request; beside them, bare HTTP
-    clients with no judge engine against the same scripted judge (the machine's ceiling)."""
+    clients with no judge engine against the same scripted judge (the machine's ceiling). Each
+    row runs in a fresh interpreter, as a worker would: no row inherits an earlier row's heap,
+    caches or imports."""
     rows: list[dict[str, Any]] = []
     for latency in (0.2, 0.05):
         for concurrency in (8, 32):
@@ -578,28 +580,37 @@ def throughput_grid(repeat: int) -> dict[str, Any]:
             reps = repeat * (4 if concurrency > 8 else 1) * (4 if latency < 0.1 else 1)
             requests = 0
             for transport in ("litellm", "direct"):
-                report = run(latency, concurrency, reps, transport)
+                report = _in_fresh_process("--point", latency, concurrency, reps, transport)
                 requests = report["http_requests"]
-                rows.append(
-                    {
-                        key: report[key]
-                        for key in (
-                            "transport",
-                            "latency_s",
-                            "judge_concurrency",
-                            "cases",
-                            "http_requests",
-                            "cases_per_s",
-                            "bound_cases_per_s",
-                            "throughput_vs_bound",
-                            "steady_calls_vs_bound",
-                            "cpu_ms_per_request",
-                        )
-                    }
-                )
+                rows.append({key: report[key] for key in GRID_KEYS})
             for client in ("aiohttp", "httpx"):
-                rows.append(bare_client(latency, concurrency, requests, client))
+                rows.append(_in_fresh_process("--bare", latency, concurrency, requests, client))
     return {"grid": rows, "machine": machine()}
+
+
+GRID_KEYS = (
+    "transport",
+    "latency_s",
+    "judge_concurrency",
+    "cases",
+    "http_requests",
+    "cases_per_s",
+    "bound_cases_per_s",
+    "throughput_vs_bound",
+    "steady_calls_vs_bound",
+    "cpu_ms_per_request",
+)
+
+
+def _in_fresh_process(*args: Any) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *map(str, args)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 def machine() -> dict[str, Any]:
@@ -625,7 +636,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the throughput grid: both transports at 0.2/0.05 s and concurrency 8/32",
     )
+    parser.add_argument("--point", nargs=4, help=argparse.SUPPRESS)  # one grid row
+    parser.add_argument("--bare", nargs=4, help=argparse.SUPPRESS)  # one bare-client row
     args = parser.parse_args(argv)
+    if args.point:
+        latency, concurrency, reps, transport = args.point
+        point = run(float(latency), int(concurrency), int(reps), transport)
+        print(json.dumps(point))
+        return 0
+    if args.bare:
+        latency, concurrency, requests, client = args.bare
+        print(json.dumps(bare_client(float(latency), int(concurrency), int(requests), client)))
+        return 0
     if args.grid:
         print(json.dumps(throughput_grid(args.repeat), indent=2))
         return 0
