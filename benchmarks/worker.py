@@ -176,6 +176,12 @@ class Worker:
                 time.sleep(0.1)
         raise RuntimeError("worker not ready")
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        """User and system CPU the worker process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -257,6 +263,7 @@ def bench_ingest(
     worker = Worker(config, tmp, f"ingest-{mode}-{schema or 'sqlite'}")
     try:
         worker.wait_ready()
+        cpu_before = worker.cpu_seconds()
         out = subprocess.run(
             [
                 sys.executable,
@@ -272,6 +279,11 @@ def bench_ingest(
         ).stdout
         load = json.loads(out)
         load["spans_per_second"] = round(load["spans"] / load["seconds"])
+        # the worker's CPU per span received (forwarding included, up to the load's end)
+        user, system = (a - b for a, b in zip(worker.cpu_seconds(), cpu_before, strict=True))
+        per_span = 1e6 / max(load["spans"], 1)
+        load["worker_cpu_us_per_span"] = round((user + system) * per_span, 1)
+        load["worker_system_cpu_us_per_span"] = round(system * per_span, 1)
         load["worker_rss_mb"] = round(worker.rss_mb(), 1)
         if backend is not None:
             # held spans (agent spans, for the bias rule) wait for evaluations that are parked
@@ -517,6 +529,11 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
         out[f"enrich_ingest_ratio_{kind}"] = [round(r, 2) for r in ratios]
         out[f"enrich_ingest_ratio_{kind}_median"] = round(sorted(ratios)[len(ratios) // 2], 2)
         out[f"drain_seconds_{kind}_max"] = max(r["drain_seconds"] for r in runs["enrich"])
+        for figure in ("worker_cpu_us_per_span", "worker_system_cpu_us_per_span"):
+            out[f"{figure}_{kind}_median"] = {
+                mode: sorted(r[figure] for r in done)[len(done) // 2]
+                for mode, done in runs.items()
+            }
     return out
 
 
