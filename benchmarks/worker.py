@@ -531,8 +531,7 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
         out[f"drain_seconds_{kind}_max"] = max(r["drain_seconds"] for r in runs["enrich"])
         for figure in ("worker_cpu_us_per_span", "worker_system_cpu_us_per_span"):
             out[f"{figure}_{kind}_median"] = {
-                mode: sorted(r[figure] for r in done)[len(done) // 2]
-                for mode, done in runs.items()
+                mode: sorted(r[figure] for r in done)[len(done) // 2] for mode, done in runs.items()
             }
     return out
 
