@@ -10,6 +10,7 @@ documents. Nothing here imports a provider SDK.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import islice
 from json.encoder import encode_basestring  # the C-accelerated string quoting of json
 from typing import Any
 
@@ -122,7 +123,8 @@ def looks_like_messages(value: Any) -> bool:
 
 
 def to_semconv_messages(messages: Iterable[Any]) -> list[Message]:
-    return [convert_message(m) for m in messages]
+    """The first ``capture.MAX_ITEMS`` messages, converted (a list is cut there, as anywhere)."""
+    return [convert_message(m) for m in islice(messages, capture.MAX_ITEMS)]
 
 
 def output_messages(response: Any) -> list[Message] | None:
@@ -133,7 +135,9 @@ def output_messages(response: Any) -> list[Message] | None:
     if not choices:
         return None
     out: list[Message] = []
-    for choice in choices:
+    # at most capture.MAX_ITEMS choices: a response with a million of them would otherwise cost
+    # the caller minutes and gigabytes before the capture limit cut the text
+    for choice in islice(choices, capture.MAX_ITEMS):
         message = field(choice, "message") or field(choice, "delta")
         if message is None:
             text = field(choice, "text")  # legacy completions

@@ -244,3 +244,27 @@ def test_objects_that_explode_while_captured_do_not_reach_the_app(spans: Spans) 
     span = spans.named("invoke_agent agent")
     assert "ExplodingModel" in span.attributes["gen_ai.input.messages"]
     assert "ExplodingModel" in span.attributes["gen_ai.output.messages"]
+
+
+def test_a_response_with_a_million_choices_captures_the_first_thousand(spans: Spans) -> None:
+    # the hostile-capture property test found it: {"choices": [0] * 1_000_000} made the llm span
+    # convert a million choices (minutes, over 10 GB) before the length limit cut the text
+    capture.set_policy(max_value_length=10**7)
+    choice = {"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    response = {"choices": [choice] * 1_000_000}
+
+    @observe(kind="llm")
+    def chat(messages: list[dict[str, str]]) -> Any:
+        return response
+
+    asked = [{"role": "user", "content": "hi"}] * 5_000
+    assert chat(asked) is response
+    (span,) = spans.all()
+    output = json.loads(span.attributes["gen_ai.output.messages"])
+    assert len(output) == capture.MAX_ITEMS
+    assert output[0] == {
+        "role": "assistant",
+        "parts": [{"type": "text", "content": "ok"}],
+        "finish_reason": "stop",
+    }
+    assert len(json.loads(span.attributes["gen_ai.input.messages"])) == capture.MAX_ITEMS
