@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spanjudge.evaluators.judges.answers import extract_json
 from spanjudge.evaluators.judges.base import (
     Judge,
     JudgeAnswer,
@@ -20,7 +21,6 @@ from spanjudge.evaluators.judges.base import (
     JudgeTimeoutError,
     TokenLogprob,
     Usage,
-    extract_json,
 )
 from spanjudge.evaluators.judges.custom import DeepEvalModelJudge
 from spanjudge.evaluators.judges.litellm_judge import LiteLLMJudge

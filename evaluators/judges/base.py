@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
-import json
 import random
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -30,7 +27,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -39,13 +36,12 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from spanjudge.evaluators.judges.answers import json_instruction, parse_answer
 from spanjudge.evaluators.judges.slots import Slots
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _MAX_RAW_IN_ERROR = 500
 
 
@@ -177,59 +173,6 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, JudgeError) and exc.retryable
 
 
-# ------------------------------------------------------------------------------- JSON
-def extract_json(text: str) -> Any:
-    """The JSON value in a chatty answer: plain, inside a code fence, or with text around it."""
-    candidates = [text.strip()]
-    candidates += [m.strip() for m in _FENCE.findall(text)]
-    for opener, closer in (("{", "}"), ("[", "]")):
-        start, end = text.find(opener), text.rfind(closer)
-        if 0 <= start < end:
-            candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            try:
-                # strict=False: raw newlines inside strings, which llama.cpp's JSON grammar lets
-                # small models write, are read as the newlines they mean
-                return json.loads(variant, strict=False)
-            except (json.JSONDecodeError, ValueError):
-                continue
-    raise ValueError("no JSON object found in the answer")
-
-
-def parse_answer(text: str, schema: type[T]) -> T:
-    """Validate ``text`` against ``schema``; raises ValueError with a short explanation."""
-    try:
-        # the usual answer, a bare JSON object, parsed and validated in one step
-        return schema.model_validate_json(text)
-    except ValidationError:
-        pass  # fenced, chatty, trailing commas, raw newlines, or not the schema: read it below
-    try:
-        data = extract_json(text)
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors()[:5]
-        )
-        raise ValueError(
-            f"the JSON does not match the schema {schema.__name__}: {problems}"
-        ) from None
-
-
-@functools.lru_cache(maxsize=1024)
-def json_instruction(schema: type[BaseModel]) -> str:
-    """The prompt's JSON instruction for ``schema`` (built once per schema class)."""
-    fields = ", ".join(schema.model_json_schema().get("properties", {}))
-    return (
-        f"\n\nReply with a single JSON object for the schema {schema.__name__} "
-        f"(keys: {fields}) and nothing else."
-    )
-
-
 # ------------------------------------------------------------------------------- engine
 class Judge(ABC):
     """Base judge. Subclasses implement :meth:`_complete` and :meth:`_a_complete`, which send
@@ -285,7 +228,7 @@ class Judge(ABC):
             "reraise": True,
         }
 
-    def _wait(self, state: RetryCallState, done: int = 0) -> float:
+    def _wait(self, state: RetryCallState, done: int) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
         return self._backoff(error, state.attempt_number + done)
 

@@ -23,7 +23,7 @@ from spanjudge.evaluators.judges import (
     extract_json,
     resolve_judge,
 )
-from spanjudge.evaluators.judges.base import parse_answer
+from spanjudge.evaluators.judges.answers import parse_answer
 from spanjudge.testing import Fault, ScriptedJudgeServer
 
 
