@@ -257,21 +257,33 @@ class ScriptedJudgeServer:
             rule = next((r for r in self._state.rules if r.applies(request)), None)
             if rule is not None:
                 rule.used += 1
+        left = False
+
+        def reply(
+            status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
+            # out of flight before the answer is written: a client reading it may send its next
+            # call at once, and that call must not find this one still counted
+            nonlocal left
+            if not left:
+                left = True
+                with self._lock:
+                    self._state.in_flight -= 1
+            self._reply(handler, status, payload, headers)
+
         try:
             delay = self.latency + (rule.latency if rule else 0.0)
             if delay:
                 self._stopping.wait(delay)
             if rule is None:
                 request.status = 500
-                self._reply(
-                    handler, 500, {"error": {"message": f"no rule matched (schema {schema_name})"}}
-                )
+                reply(500, {"error": {"message": f"no rule matched (schema {schema_name})"}})
                 return
             respond = rule.respond
             if callable(respond) and not isinstance(respond, (Fault, BaseModel)):
                 respond = respond(request)
             if isinstance(respond, Fault):
-                self._fault(handler, request, respond)
+                self._fault(reply, request, respond)
                 return
             if isinstance(respond, BaseModel):
                 content = respond.model_dump_json()
@@ -280,30 +292,33 @@ class ScriptedJudgeServer:
             else:
                 content = str(respond)
             request.status = 200
-            self._reply(handler, 200, self._completion(request, content, rule.logprobs))
+            reply(200, self._completion(request, content, rule.logprobs))
         finally:
-            with self._lock:
-                self._state.in_flight -= 1
+            if not left:  # a respond() that raised
+                with self._lock:
+                    self._state.in_flight -= 1
 
     def _fault(
-        self, handler: BaseHTTPRequestHandler, request: ScriptedRequest, fault: Fault
+        self,
+        reply: Callable[[int, dict[str, Any], dict[str, str] | None], None],
+        request: ScriptedRequest,
+        fault: Fault,
     ) -> None:
         if fault.kind == "hang":
             self._stopping.wait(fault.seconds)
             request.status = 599
             # _reply swallows the broken pipe: the client gave up long ago
-            self._reply(handler, 500, {"error": {"message": "hung"}})
+            reply(500, {"error": {"message": "hung"}}, None)
             return
         if fault.kind == "malformed":
             request.status = 200
-            self._reply(handler, 200, self._completion(request, fault.text))
+            reply(200, self._completion(request, fault.text), None)
             return
         request.status = fault.code
         headers = {}
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
-        self._reply(
-            handler,
+        reply(
             fault.code,
             {"error": {"message": f"scripted {fault.code}", "type": "scripted"}},
             headers,

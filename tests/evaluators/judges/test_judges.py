@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import socket
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from pydantic import BaseModel
@@ -192,6 +195,26 @@ def test_concurrency_limit_holds_across_threads_and_loops(judge_server: Any) -> 
         t.join()
     assert len(judge_server.requests) == 6
     assert judge_server.max_in_flight == 2
+
+
+def test_the_scripted_server_counts_a_call_out_of_flight_before_answering(
+    judge_server: Any,
+) -> None:
+    # one call at a time, each on a new connection (so on a new server thread): a call sent
+    # the moment the previous answer arrived must not find that one still counted (the limit
+    # test above failed 1 run in 25 under load when the count dropped after the answer left)
+    judge_server.add_rule(OK)
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    address = urlsplit(judge_server.base_url)
+    for _ in range(300):
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+        try:
+            connection.request("POST", "/v1/chat/completions", body)
+            assert connection.getresponse().read()
+        finally:
+            connection.close()
+    assert len(judge_server.requests) == 300
+    assert judge_server.max_in_flight == 1
 
 
 def test_sync_generate_works_inside_a_running_loop(judge_server: Any, scripted_judge: Any) -> None:
