@@ -3,7 +3,8 @@
 For each job: rebuild the test case from the stored spans, measure it with a fresh copy of the
 rule's metric (or reuse the judge-result cache's answer to the same question, see
 :mod:`~spanjudge.evaluators.online.result_cache`), store the result (only while the lease is still
-ours), then emit it and count it.
+ours), then emit it and count it. The monitor runs the store side of a job (rebuilding, the
+cache, storing, emitting) on its store thread and only the judge calls on the event loop.
 A transient judge failure (timeout, 429, 5xx, connection) gives the job back for a later tick
 until ``max_attempts``; anything else is recorded at once.
 """
@@ -13,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import wait_incrementing
 
@@ -35,6 +37,17 @@ if TYPE_CHECKING:
     from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.monitor")
+
+T = TypeVar("T")
+# Runs a blocking call (a store read or write, an emit) away from the judge calls' event loop;
+# the monitor passes one that hands it to its store thread.
+Offload = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+async def inline(call: Callable[[], T]) -> T:
+    """The :data:`Offload` that runs the call on the event loop itself."""
+    return call()
+
 
 # Judge failures worth another attempt in a later tick; anything else is recorded at once.
 TRANSIENT_ERRORS = frozenset(
@@ -90,15 +103,48 @@ class Runner:
 
         await asyncio.gather(*(run(job) for job in jobs))
 
-    async def run_job(self, job: Job, report: TickReport) -> None:
+    async def run_job(self, job: Job, report: TickReport, io: Offload[Any] = inline) -> None:
+        """Evaluate one claimed job in three steps: :meth:`prepare` and :meth:`finish` (the
+        store, the emit, the budget) go through ``io``; the judge calls between them stay on
+        the running loop."""
         rule = self.rules.get(job.rule)
         started = self.clock()
         if rule is None:
             # a rule removed since the job was planned: release it for a process that has it
-            self.store.release_job(
-                job.job_id, owner=self.owner, retry_at=started + self.config.interval_seconds
+            retry_at = started + self.config.interval_seconds
+            await io(
+                partial(self.store.release_job, job.job_id, owner=self.owner, retry_at=retry_at)
             )
             return
+        record, case, key = await io(partial(self.prepare, rule, job, started))
+        if case is None:
+            report.missing += 1
+        elif record.cached:
+            report.scored += 1
+        else:
+            metric = rule.metric.clone()
+            # a failing judge leaves its error on the metric; to_data() carries it
+            with contextlib.suppress(Exception):
+                await metric.a_measure(case)
+            fill_from_metric(record, metric.to_data())
+            if record.status == "error":
+                if await io(partial(self._retry_later, job, record)):
+                    report.retried += 1
+                    return
+                report.errors += 1
+            else:
+                report.scored += 1
+        record.finished_at = self.clock()
+        if not await io(partial(self.finish, rule, job, record, key)):
+            # our lease expired and another evaluator took the job: its result is the one kept
+            report.lost_lease += 1
+
+    def prepare(
+        self, rule: Rule, job: Job, started: float
+    ) -> tuple[EvaluationRecord, Any | None, str | None]:
+        """A job's record, its rebuilt case (None when it cannot be rebuilt: the record then
+        says why it was skipped) and its judge-cache key. On a cache hit the record already
+        holds the reused outcome (``record.cached``) and no judge call is needed."""
         try:
             spans, target = self.load_target(job)
         except Exception as exc:  # a broken store row must not stop the other jobs
@@ -107,61 +153,48 @@ class Runner:
         record = new_record(rule, job, target, started)
         if target is None:
             mark_skipped(record, "target spans not found in the store (deleted by retention?)")
-            report.missing += 1
-        else:
-            case = build_case(rule, target, spans)
-            if isinstance(case, Skip):
-                mark_skipped(record, case.reason)
-                report.missing += 1
-            else:
-                source = case.metadata.get("context_source") if case.metadata else None
-                record.context_source = source if isinstance(source, str) else None
-                await self.measure(rule, case, record)
-                if record.status == "error":
-                    if self._retry_later(job, record, report):
-                        return
-                    report.errors += 1
-                else:
-                    report.scored += 1
-                    if record.cost:
-                        self.planner.record_cost(rule.name, record.cost, self.clock())
-        record.finished_at = self.clock()
-        if not self.store.complete_job(
-            job.job_id, owner=self.owner, record=record, now=record.finished_at
-        ):
-            # our lease expired and another evaluator took the job: its result is the one kept
-            report.lost_lease += 1
-            return
-        if self.emitter is not None:
-            self.emitter.emit(record, job.job_id)
-        if self.telemetry is not None:
-            self.telemetry.record_evaluation(record)
-
-    async def measure(self, rule: Rule, case: Any, record: EvaluationRecord) -> None:
-        """Fill ``record`` from a fresh copy of the rule's metric, or from the judge-result
-        cache when it holds the answer (then no judge call is made)."""
-        key = None
-        if self.cache is not None:
-            try:
-                key = cache_key(rule.metric, case)
-            except Exception as exc:  # an odd parameter must not stop the evaluation
-                logger.warning("no judge cache key for rule %s: %s", rule.name, exc)
-        if key is not None and self.cache is not None:
+            return record, None, None
+        case = build_case(rule, target, spans)
+        if isinstance(case, Skip):
+            mark_skipped(record, case.reason)
+            return record, None, None
+        source = case.metadata.get("context_source") if case.metadata else None
+        record.context_source = source if isinstance(source, str) else None
+        if self.cache is None:
+            return record, case, None
+        try:
+            key = cache_key(rule.metric, case)
+        except Exception as exc:  # an odd parameter must not stop the evaluation
+            logger.warning("no judge cache key for rule %s: %s", rule.name, exc)
+            return record, case, None
+        if key is not None:
             hit = self.cache.lookup(key, now=self.clock())
             if hit is not None:
                 reuse(record, hit)
                 if self.telemetry is not None:
                     self.telemetry.record_cache_hit(rule.name, record.metric)
-                return
-        metric = rule.metric.clone()
-        # a failing judge leaves its error on the metric; to_data() carries it
-        with contextlib.suppress(Exception):
-            await metric.a_measure(case)
-        fill_from_metric(record, metric.to_data())
+        return record, case, key
+
+    def finish(self, rule: Rule, job: Job, record: EvaluationRecord, key: str | None) -> bool:
+        """Keep a new score in the judge cache, charge its cost, store the result while the
+        lease is ours, then emit and count it. False when the lease was lost (nothing stored)."""
         if key is not None and self.cache is not None:
             self.cache.remember(key, record, now=self.clock())
+        if record.status == "scored" and record.cost:
+            self.planner.record_cost(rule.name, record.cost, self.clock())
+        assert record.finished_at is not None
+        if not self.store.complete_job(
+            job.job_id, owner=self.owner, record=record, now=record.finished_at
+        ):
+            return False
+        if self.emitter is not None:
+            self.emitter.emit(record, job.job_id)
+        if self.telemetry is not None:
+            self.telemetry.record_evaluation(record)
+        return True
 
-    def _retry_later(self, job: Job, record: EvaluationRecord, report: TickReport) -> bool:
+    def _retry_later(self, job: Job, record: EvaluationRecord) -> bool:
+        """Give a transiently failed job back for a later attempt; False when it is final."""
         if record.error_type not in TRANSIENT_ERRORS or job.attempts >= self.config.max_attempts:
             return False
         self.store.release_job(
@@ -169,7 +202,6 @@ class Runner:
             owner=self.owner,
             retry_at=self.clock() + delay_after(self._wait, job.attempts),
         )
-        report.retried += 1
         return True
 
     def load_target(self, job: Job) -> tuple[list[SpanRecord], Target | None]:

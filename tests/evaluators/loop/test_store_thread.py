@@ -1,0 +1,75 @@
+"""A slow store call does not stop the judge calls in flight: the monitor runs the store side of
+its jobs on a thread of its own, so judge answers are read (and the next judge call is sent)
+while a result is being written. On the event loop, such calls stalled every judge answer of the
+worker by 26 ms on average (benchmarks/README.md, Worker)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from spanjudge.evaluators.metrics import BiasMetric
+from spanjudge.evaluators.online import Rule
+from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.testing import ScriptedJudgeServer
+from spanjudge.tracer import observe
+
+
+@observe(kind="agent", name="support")
+def agent(question: str) -> str:
+    return f"Answer {question}"
+
+
+def test_a_blocked_result_write_leaves_the_other_evaluation_running(
+    app: Any, store: Any, clock: Any
+) -> None:
+    # alpha is judged in one call and stored; its write blocks until beta's evaluation has
+    # read its first answer and sent its second call, which only happens if the event loop
+    # is free while alpha's result is written
+    writing_alpha = threading.Event()
+    beta_went_on = threading.Event()
+    waited: list[bool] = []
+    threads: dict[str, str] = {}
+
+    def beta_opinions(request: Any) -> dict[str, list[str]]:
+        writing_alpha.wait(10)
+        return {"opinions": ["Beta is the best plan there is."]}
+
+    def verdicts(request: Any) -> dict[str, Any]:
+        beta_went_on.set()
+        return {"verdicts": [{"verdict": "no", "reason": "A preference, not a bias."}]}
+
+    complete_job = store.complete_job
+
+    def slow_complete_job(job_id: int, **kw: Any) -> bool:
+        threads.setdefault(kw["record"].target_id, threading.current_thread().name)
+        if not writing_alpha.is_set():
+            writing_alpha.set()
+            waited.append(beta_went_on.wait(10))
+        return bool(complete_job(job_id, **kw))
+
+    store.complete_job = slow_complete_job
+    with ScriptedJudgeServer() as server:
+        server.add_rule(lambda r: {"opinions": []}, schema="Opinions", contains="Answer alpha")
+        server.add_rule(beta_opinions, schema="Opinions", contains="Answer beta")
+        server.add_rule(verdicts, schema="BiasVerdicts")
+        server.add_rule(lambda r: {"reason": "No bias found."}, schema="Reason")
+        agent("alpha")
+        agent("beta")
+        app.flush()
+        clock.advance(30)
+        mon = Monitor(
+            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
+            store=store,
+            clock=clock,
+            config=MonitorConfig(settle_seconds=10, retention_seconds=None, concurrency=2),
+        )
+        try:
+            report = mon.tick()
+        finally:
+            mon.close()
+
+    assert waited == [True], "beta's judge answer waited for alpha's result write"
+    assert report.claimed == 2 and report.scored == 2
+    assert sorted(r.status for r in store.results(rule="bias")) == ["scored"] * 2
+    assert set(threads.values()) == {"spanjudge-store_0"}, threads
