@@ -12,7 +12,8 @@ How a span travels:
    (the trace was planned and no span-level job of theirs is open) become due.
 3. A forwarder thread claims due entries under a lease, attaches
    :func:`~spanjudge.exporters.evaluation_result.score_attributes` of the span's results,
-   sends the batch to the backend, and marks the entries forwarded only once the exporter says
+   sends them to the backend in requests of at most ``batch_size`` spans (2,048) and
+   ``max_request_bytes`` (4 MiB), and marks the entries forwarded only once the exporter says
    it took them. A failed export leaves them in the outbox, due again after a backoff.
 
 Nothing is lost or sent twice across a restart mid-hold: the outbox is in the store, an entry
@@ -61,6 +62,13 @@ if TYPE_CHECKING:
     from spanjudge.exporters.telemetry import Telemetry
 
 logger = logging.getLogger("spanjudge.enrich")
+
+# Bytes of one forwarded request at most (before compression): 4 MiB, the smallest common
+# limit among OTLP receivers (gRPC's default message size; the Collector's HTTP receiver takes
+# 20 MiB). ``batch_size`` spans of captured prompts and answers can weigh far more than that.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+# What a span stored without its bytes is counted as (it is encoded again when sent).
+_REBUILT_BYTES = 1024
 
 # Seconds between two warnings about a failing backend, so an outage does not flood the log.
 _WARN_EVERY = 30.0
@@ -111,7 +119,8 @@ class Enricher:
         max_hold_seconds: float = 120.0,
         telemetry: Telemetry | None = None,
         clock: Callable[[], float] = time.time,
-        batch_size: int = 512,
+        batch_size: int = 2048,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
         lease_seconds: float = 60.0,
         retry_seconds: float = 1.0,
         max_retry_seconds: float = 60.0,
@@ -123,6 +132,8 @@ class Enricher:
             raise ValueError("max_hold_seconds must be positive")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if max_request_bytes < 1:
+            raise ValueError("max_request_bytes must be >= 1")
         self.span_rules = [r for r in rules if r.target != "conversation"]
         self.store = store
         self.span_exporter = span_exporter
@@ -131,6 +142,7 @@ class Enricher:
         self.telemetry = telemetry
         self.clock = clock
         self.batch_size = batch_size
+        self.max_request_bytes = max_request_bytes
         self.lease_seconds = lease_seconds
         self.retry_seconds = retry_seconds
         self.max_retry_seconds = max_retry_seconds
@@ -234,16 +246,26 @@ class Enricher:
             return len(claim.missing)
         items = claim.items
         while items:
-            count = end = 0
-            while end < len(items) and count < self.batch_size:  # at most batch_size spans
-                count += items[end].spans
-                end += 1
+            end, count = self._request_end(items)
             chunk, items = items[:end], items[end:]
             if not self._send(chunk):
                 # the backend refuses: the rest of the claim waits for the same backoff
                 self._give_back([*chunk, *items], failed=count)
                 break
         return len(claim.items) + len(claim.missing)
+
+    def _request_end(self, items: Sequence[OutboxItem]) -> tuple[int, int]:
+        """How many of ``items`` go in the next request, and their spans: at most
+        ``batch_size`` spans and ``max_request_bytes`` (one item always goes, whatever its size)."""
+        count = size = end = 0
+        while end < len(items) and count < self.batch_size:
+            item = items[end]
+            size += len(item.payload or b"") + len(item.envelope or b"") or _REBUILT_BYTES
+            if end and size > self.max_request_bytes:
+                break
+            count += item.spans
+            end += 1
+        return end, count
 
     def _send(self, items: Sequence[OutboxItem]) -> bool:
         try:

@@ -208,3 +208,52 @@ def test_a_claim_goes_out_in_requests_of_at_most_batch_size_spans_and_a_refusal_
     )
     assert all(n <= max(sizes) * 2 for n in backend.sizes)
     store.close()
+
+
+def test_a_request_stays_under_max_request_bytes_and_a_larger_entry_still_goes_alone(
+    tmp_path: Path, demo_request: Any
+) -> None:
+    """Spans with large captured content: a request is cut at ``max_request_bytes`` as well as
+    at ``batch_size`` spans; an entry larger than the limit on its own is sent alone, not held
+    back. Through the real OTLP/HTTP exporter: what the backend receives is measured."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from spanjudge.evaluators.online.enrich import Enricher
+    from spanjudge.exporters.otlp_decode import decode_protobuf
+    from spanjudge.exporters.store import open_store
+    from tests.worker.conftest import split_request
+
+    store = open_store(f"sqlite:///{tmp_path}/bytes.db")
+    parts = [p.SerializeToString() for p in split_request(demo_request, 6)]
+    limit = max(len(p) for p in parts) * 2 + 100  # two entries fit, never three
+    clock = Clock()
+    with OtlpSink() as backend:
+        enricher = Enricher(
+            [], store, OTLPSpanExporter(endpoint=backend.traces_url), max_request_bytes=limit
+        )
+        enricher.clock = clock
+        for body in parts:
+            records = decode_protobuf(body, keep_bytes=True)
+            store.write_spans(
+                records, now=clock.now, outbox=enricher.outbox_entries(records, clock.now)
+            )
+        assert enricher.forward_once() == len(parts)
+        sizes = [len(b) for b in backend.trace_bodies]
+        assert len(sizes) == 3 and all(n <= limit for n in sizes), sizes
+        assert enricher.forwarded == sum(len(decode_protobuf(p)) for p in parts)
+
+        alone = open_store(f"sqlite:///{tmp_path}/alone.db")
+        tiny = Enricher(
+            [], alone, OTLPSpanExporter(endpoint=backend.traces_url), max_request_bytes=1
+        )
+        tiny.clock = clock
+        for body in parts[:2]:
+            records = decode_protobuf(body, keep_bytes=True)
+            alone.write_spans(
+                records, now=clock.now, outbox=tiny.outbox_entries(records, clock.now)
+            )
+        assert tiny.forward_once() == 2
+        assert len(backend.trace_bodies) == 3 + 2  # each entry alone in its request
+        assert tiny.forwarded == sum(len(decode_protobuf(p)) for p in parts[:2])
+        alone.close()
+    store.close()
