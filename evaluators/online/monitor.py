@@ -9,7 +9,8 @@ One tick (never two at once in a process):
 3. run: claim jobs under a lease, rebuild and measure each case, store the result, emit it
    (:mod:`~spanjudge.evaluators.online.runner`), planning again between claims (the next page
    of a backlog, or a new pass every interval), so a backlog never stops the jobs and a slow
-   evaluation never holds up what settles meanwhile.
+   evaluation never holds up what settles meanwhile (:mod:`~spanjudge.evaluators.online.drain`:
+   the judge calls on an event loop, the store work on a thread beside it).
 
 A result is written before it is emitted and a job is completed only by the lease holder, so a
 process killed at any point loses nothing and scores nothing twice.
@@ -25,13 +26,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from spanjudge.evaluators.online.config import MonitorConfig
 from spanjudge.evaluators.online.delivery import Delivery
+from spanjudge.evaluators.online.drain import Drain
 from spanjudge.evaluators.online.planner import Planner, TickReport
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.runner import Runner
@@ -50,19 +49,6 @@ logger = logging.getLogger("spanjudge.monitor")
 # Settled traces (and idle conversations) planned per step between job claims: small enough
 # that the judge calls in flight are not held up long (0.5-1 ms per demo trace on a shared core).
 PLAN_STEP = 100
-
-
-T = TypeVar("T")
-
-
-@dataclass
-class _Pace:
-    """When a drain plans and recovers next (monotonic seconds; real time, not the monitor's
-    clock: a pass is due every interval whatever that clock says)."""
-
-    next_pass: float
-    next_rounds: float
-    backlog: bool  # a planning page found more waiting: plan again before anything else
 
 
 def _default_owner() -> str:
@@ -125,6 +111,17 @@ class Monitor:
             Delivery(self.store, emitter, clock=clock, lease_seconds=self.config.lease_seconds)
             if emitter is not None
             else None
+        )
+        self._drainer = Drain(
+            self.store,
+            self.runner,
+            self.config,
+            owner=self.owner,
+            clock=clock,
+            stopping=self._stopping,
+            plan_step=self._plan_step,
+            rounds=self._rounds,
+            confirm=self._confirm,
         )
         if telemetry is not None:
             telemetry.set_backlog_callback(self._backlog)
@@ -276,91 +273,16 @@ class Monitor:
         *,
         plan: bool = False,
     ) -> None:
-        """Run jobs until none is left (or stop() was called): a job is claimed as soon as an
-        evaluation slot frees, so one slow evaluation never holds the other slots idle (waiting
-        for a whole batch to finish cost a third of the judge's capacity with 1-2 calls per
-        evaluation). ``plan``: plan between claims as :meth:`tick` describes.
-
-        The judge calls run on an event loop; everything else (store reads and writes, planning,
-        emits) runs on one store thread beside it, one call at a time, so judge answers are read
-        while the store works (on the loop, those calls stalled answers by 26 ms on average)."""
-        with ThreadPoolExecutor(1, thread_name_prefix="spanjudge-store") as store_thread:
-            asyncio.run(self._pool(report, progress, plan, store_thread))
+        """Run jobs until none is left or stop() was called (planning between claims when
+        ``plan``, as :meth:`tick` describes), then wait a bounded time for the outputs."""
+        self._drainer.run(report, progress, plan=plan)
         if self.delivery is not None:
             self.delivery.mark_confirmed(self.clock(), wait=self.config.flush_timeout_seconds)
 
-    async def _pool(
-        self,
-        report: TickReport,
-        progress: Callable[[int], None] | None,
-        plan: bool,
-        store_thread: ThreadPoolExecutor,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-
-        def io(call: Callable[[], T]) -> asyncio.Future[T]:
-            return loop.run_in_executor(store_thread, call)
-
-        config = self.config
-        running: set[asyncio.Task[None]] = set()
-        started = time.monotonic()
-        pace = _Pace(started, started + config.interval_seconds, backlog=plan)  # plan at once
-        failed: BaseException | None = None
-        while True:
-            if plan and not self._stopping.is_set():
-                try:
-                    await io(partial(self._plan_and_recover, report, pace))
-                except Exception as exc:
-                    # a broken store: let the jobs in flight finish (their leases would
-                    # otherwise wait to expire), claim nothing more, then end the tick with it
-                    failed, plan, pace.backlog = exc, False, False
-            free = config.concurrency - len(running)
-            if free > 0 and failed is None and not self._stopping.is_set():
-                jobs = await io(
-                    partial(
-                        self.store.claim_jobs,
-                        owner=self.owner,
-                        limit=min(free, config.batch_size),
-                        lease_seconds=config.lease_seconds,
-                        now=self.clock(),
-                    )
-                )
-                report.claimed += len(jobs)
-                running.update(
-                    asyncio.create_task(self.runner.run_job(j, report, io)) for j in jobs
-                )
-            if not running:
-                if plan and pace.backlog and not self._stopping.is_set():
-                    continue  # jobs found none to run yet: plan the next page
-                if failed is not None:
-                    raise failed
-                return
-            timeout = None
-            if plan and not self._stopping.is_set():
-                timeout = 0.0 if pace.backlog else max(0.0, pace.next_pass - time.monotonic())
-            done, running = await asyncio.wait(
-                running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in done:
-                task.result()  # a store failure ends the tick, as before
-            if not done:
-                continue
-            await io(self._confirm)
-            if progress is not None:
-                progress(len(done))
-
-    def _plan_and_recover(self, report: TickReport, pace: _Pace) -> None:
-        """Between claims: the next planning page while a backlog remains (else a new pass
-        every interval), and every interval what the next tick would have done first."""
-        moment = time.monotonic()
-        if pace.backlog or moment >= pace.next_pass:
-            pace.backlog = self._plan_step(report)
-            pace.next_pass = moment + self.config.interval_seconds
-        if moment >= pace.next_rounds:
-            # still busy an interval later: do what the next tick would have done
-            self._after(report)
-            self._recover(report)
-            pace.next_rounds = moment + self.config.interval_seconds
+    def _rounds(self, report: TickReport) -> None:
+        """What a new tick would do first, for a drain still busy an interval later."""
+        self._after(report)
+        self._recover(report)
 
     def _confirm(self) -> None:
         """After evaluations finished: send their scores now, mark what the outputs took."""
