@@ -197,6 +197,23 @@ class Worker:
         self.log.close()
 
 
+def _postgres_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL server process on this machine so far (the
+    worker's store connections are among them; a process that exits meanwhile is not counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited meanwhile
+        name, rest = text.split("(", 1)[1].rsplit(")", 1)
+        if name == "postgres":
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def _judge_config(judge: Any) -> dict[str, Any]:
     return {
         "judge_model": "openai/scripted-judge",
@@ -264,6 +281,7 @@ def bench_ingest(
     try:
         worker.wait_ready()
         cpu_before = worker.cpu_seconds()
+        postgres_before = _postgres_cpu_seconds() if schema else 0.0
         out = subprocess.run(
             [
                 sys.executable,
@@ -284,6 +302,9 @@ def bench_ingest(
         per_span = 1e6 / max(load["spans"], 1)
         load["worker_cpu_us_per_span"] = round((user + system) * per_span, 1)
         load["worker_system_cpu_us_per_span"] = round(system * per_span, 1)
+        if schema:  # the server shares the cores: its CPU per span weighs on the ratio too
+            postgres = _postgres_cpu_seconds() - postgres_before
+            load["postgres_cpu_us_per_span"] = round(postgres * per_span, 1)
         load["worker_rss_mb"] = round(worker.rss_mb(), 1)
         if backend is not None:
             # held spans (agent spans, for the bias rule) wait for evaluations that are parked
@@ -529,10 +550,16 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
         out[f"enrich_ingest_ratio_{kind}"] = [round(r, 2) for r in ratios]
         out[f"enrich_ingest_ratio_{kind}_median"] = round(sorted(ratios)[len(ratios) // 2], 2)
         out[f"drain_seconds_{kind}_max"] = max(r["drain_seconds"] for r in runs["enrich"])
-        for figure in ("worker_cpu_us_per_span", "worker_system_cpu_us_per_span"):
-            out[f"{figure}_{kind}_median"] = {
-                mode: sorted(r[figure] for r in done)[len(done) // 2] for mode, done in runs.items()
-            }
+        for figure in (
+            "worker_cpu_us_per_span",
+            "worker_system_cpu_us_per_span",
+            "postgres_cpu_us_per_span",
+        ):
+            if figure in runs["enrich"][0]:
+                out[f"{figure}_{kind}_median"] = {
+                    mode: sorted(r[figure] for r in done)[len(done) // 2]
+                    for mode, done in runs.items()
+                }
     return out
 
 
