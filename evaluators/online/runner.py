@@ -29,7 +29,7 @@ from spanjudge.evaluators.online.result_cache import ResultCache, cache_key, reu
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.targets import Skip, Target, conversation_target, find_targets
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store import Job, JudgeCache, SpanStore
+from spanjudge.exporters.store import Job, JudgeCache, SpanStore, StoreError
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
@@ -116,7 +116,19 @@ class Runner:
                 partial(self.store.release_job, job.job_id, owner=self.owner, retry_at=retry_at)
             )
             return
-        record, case, key = await io(partial(self.prepare, rule, job, started))
+        try:
+            record, case, key = await io(partial(self.prepare, rule, job, started))
+        except StoreError as exc:
+            # the store failed, not the job's spans: give the job back for a later tick rather
+            # than record it as skipped (a failure to give it back ends the tick; its lease
+            # then expires and another tick takes it)
+            logger.warning("could not load spans for job %s, retrying later: %s", job.job_id, exc)
+            retry_at = self.clock() + self.config.interval_seconds
+            await io(
+                partial(self.store.release_job, job.job_id, owner=self.owner, retry_at=retry_at)
+            )
+            report.retried += 1
+            return
         if case is None:
             report.missing += 1
         elif record.cached:
@@ -147,6 +159,8 @@ class Runner:
         holds the reused outcome (``record.cached``) and no judge call is needed."""
         try:
             spans, target = self.load_target(job)
+        except StoreError:
+            raise  # the store, not a row: run_job gives the job back
         except Exception as exc:  # a broken store row must not stop the other jobs
             logger.warning("could not load spans for job %s: %s", job.job_id, exc)
             spans, target = [], None

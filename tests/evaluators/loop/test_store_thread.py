@@ -11,6 +11,7 @@ from typing import Any
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.store import StoreError
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe
 
@@ -73,3 +74,48 @@ def test_a_blocked_result_write_leaves_the_other_evaluation_running(
     assert report.claimed == 2 and report.scored == 2
     assert sorted(r.status for r in store.results(rule="bias")) == ["scored"] * 2
     assert set(threads.values()) == {"spanjudge-store_0"}, threads
+
+
+def test_a_store_failure_while_loading_gives_the_job_back_instead_of_skipping_it(
+    app: Any, store: Any, clock: Any
+) -> None:
+    # a connection lost while a job's spans are read (CI saw it: PostgreSQL connections killed
+    # while another job was being judged) is the store's failure, not missing spans: the job
+    # is retried in a later tick and scored, never recorded as "target spans not found"
+    trace_spans = store.trace_spans
+    failures: list[str] = []
+
+    def flaky_trace_spans(trace_id: str) -> Any:
+        if not failures:
+            failures.append(trace_id)
+            raise StoreError(
+                "PostgreSQL store: terminating connection due to administrator command"
+            )
+        return trace_spans(trace_id)
+
+    store.trace_spans = flaky_trace_spans
+    with ScriptedJudgeServer() as server:
+        server.add_rule(lambda r: {"opinions": []}, schema="Opinions")
+        agent("alpha")
+        agent("beta")
+        app.flush()
+        clock.advance(30)
+        mon = Monitor(
+            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
+            store=store,
+            clock=clock,
+            config=MonitorConfig(settle_seconds=10, retention_seconds=None, interval_seconds=5),
+        )
+        try:
+            first = mon.tick()
+            assert (first.claimed, first.scored, first.retried, first.missing) == (2, 1, 1, 0)
+            assert [r.status for r in store.results(rule="bias")] == ["scored"]
+            clock.advance(5)  # the job is due again a tick later
+            second = mon.tick()
+        finally:
+            mon.close()
+
+    assert (second.claimed, second.scored) == (1, 1)
+    results = store.results(rule="bias")
+    assert sorted(r.status for r in results) == ["scored", "scored"]
+    assert len({r.target_id for r in results}) == 2 and len(failures) == 1
