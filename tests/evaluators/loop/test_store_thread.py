@@ -21,6 +21,22 @@ def agent(question: str) -> str:
     return f"Answer {question}"
 
 
+def two_settled_turns_and_a_monitor(
+    app: Any, store: Any, clock: Any, server: ScriptedJudgeServer, **config: Any
+) -> Monitor:
+    """Agent turns "alpha" and "beta", settled, and a monitor with a bias rule on them."""
+    agent("alpha")
+    agent("beta")
+    app.flush()
+    clock.advance(30)
+    return Monitor(
+        [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
+        store=store,
+        clock=clock,
+        config=MonitorConfig(settle_seconds=10, retention_seconds=None, **config),
+    )
+
+
 def test_a_blocked_result_write_leaves_the_other_evaluation_running(
     app: Any, store: Any, clock: Any
 ) -> None:
@@ -55,16 +71,7 @@ def test_a_blocked_result_write_leaves_the_other_evaluation_running(
         server.add_rule(beta_opinions, schema="Opinions", contains="Answer beta")
         server.add_rule(verdicts, schema="BiasVerdicts")
         server.add_rule(lambda r: {"reason": "No bias found."}, schema="Reason")
-        agent("alpha")
-        agent("beta")
-        app.flush()
-        clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            config=MonitorConfig(settle_seconds=10, retention_seconds=None, concurrency=2),
-        )
+        mon = two_settled_turns_and_a_monitor(app, store, clock, server, concurrency=2)
         try:
             report = mon.tick()
         finally:
@@ -96,16 +103,7 @@ def test_a_store_failure_while_loading_gives_the_job_back_instead_of_skipping_it
     store.trace_spans = flaky_trace_spans
     with ScriptedJudgeServer() as server:
         server.add_rule(lambda r: {"opinions": []}, schema="Opinions")
-        agent("alpha")
-        agent("beta")
-        app.flush()
-        clock.advance(30)
-        mon = Monitor(
-            [Rule(BiasMetric(model=server.judge()), target="agent", name="bias")],
-            store=store,
-            clock=clock,
-            config=MonitorConfig(settle_seconds=10, retention_seconds=None, interval_seconds=5),
-        )
+        mon = two_settled_turns_and_a_monitor(app, store, clock, server, interval_seconds=5)
         try:
             first = mon.tick()
             assert (first.claimed, first.scored, first.retried, first.missing) == (2, 1, 1, 0)
