@@ -13,8 +13,9 @@ How a span travels:
 3. A forwarder thread claims due entries under a lease, attaches
    :func:`~spanjudge.exporters.evaluation_result.score_attributes` of the span's results,
    sends them to the backend in requests of at most ``batch_size`` spans (2,048) and
-   ``max_request_bytes`` (4 MiB), and marks the entries forwarded only once the exporter says
-   it took them. A failed export leaves them in the outbox, due again after a backoff.
+   ``max_request_bytes`` (4 MiB; :mod:`~spanjudge.evaluators.online.forward_requests`), and
+   marks the entries forwarded only once the exporter says it took them. A failed export
+   leaves them in the outbox, due again after a backoff.
 
 Nothing is lost or sent twice across a restart mid-hold: the outbox is in the store, an entry
 is written once per span even when a client re-delivers it, and it is marked forwarded after
@@ -39,18 +40,15 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from tenacity import wait_exponential
 
 from spanjudge.evaluators.backoff import delay_after
+from spanjudge.evaluators.online.forward_requests import (
+    MAX_REQUEST_BYTES,
+    request_end,
+    request_of,
+)
 from spanjudge.evaluators.online.rules import Rule
 from spanjudge.evaluators.online.sampler import is_sampled
 from spanjudge.evaluators.online.targets import span_kind
-from spanjudge.exporters.convert import to_readable_span
-from spanjudge.exporters.evaluation_result import score_attributes
-from spanjudge.exporters.otlp_wire import (
-    WireSpan,
-    frame,
-    request_body,
-    unframe,
-    with_attributes,
-)
+from spanjudge.exporters.otlp_wire import WireSpan
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.span_forward import bytes_sender
 from spanjudge.exporters.store.base import Outbox
@@ -63,38 +61,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("spanjudge.enrich")
 
-# Bytes of one forwarded request at most (before compression): 4 MiB, the smallest common
-# limit among OTLP receivers (gRPC's default message size; the Collector's HTTP receiver takes
-# 20 MiB). ``batch_size`` spans of captured prompts and answers can weigh far more than that.
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
-# What a span stored without its bytes is counted as (it is encoded again when sent).
-_REBUILT_BYTES = 1024
-
 # Seconds between two warnings about a failing backend, so an outage does not flood the log.
 _WARN_EVERY = 30.0
-
-
-def request_of(items: Sequence[OutboxItem]) -> bytes:
-    """One serialized OTLP request of the items' spans: bytes as received, a held span's
-    scores appended as attributes; entries stored without bytes are rebuilt and encoded."""
-    held: list[tuple[bytes, bytes]] = []
-    bodies: list[bytes] = []
-    rebuilt = []
-    for item in items:
-        extra = score_attributes(item.results) if item.results else {}
-        if item.payload is None:
-            if item.span is not None:
-                rebuilt.append(to_readable_span(item.span, extra))
-        elif item.envelope is None:
-            bodies.append(item.payload)  # pass-through spans, a request body already
-        else:
-            held.append((item.envelope, frame(with_attributes(unframe(item.payload), extra))))
-    if rebuilt:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-        bodies.append(encode_spans(rebuilt).SerializeToString())
-    # serialized requests concatenate into one request holding all their spans
-    return request_body(held) + b"".join(bodies)
 
 
 class Enricher:
@@ -246,26 +214,15 @@ class Enricher:
             return len(claim.missing)
         items = claim.items
         while items:
-            end, count = self._request_end(items)
+            end, count = request_end(
+                items, max_spans=self.batch_size, max_bytes=self.max_request_bytes
+            )
             chunk, items = items[:end], items[end:]
             if not self._send(chunk):
                 # the backend refuses: the rest of the claim waits for the same backoff
                 self._give_back([*chunk, *items], failed=count)
                 break
         return len(claim.items) + len(claim.missing)
-
-    def _request_end(self, items: Sequence[OutboxItem]) -> tuple[int, int]:
-        """How many of ``items`` go in the next request, and their spans: at most
-        ``batch_size`` spans and ``max_request_bytes`` (one item always goes, whatever its size)."""
-        count = size = end = 0
-        while end < len(items) and count < self.batch_size:
-            item = items[end]
-            size += len(item.payload or b"") + len(item.envelope or b"") or _REBUILT_BYTES
-            if end and size > self.max_request_bytes:
-                break
-            count += item.spans
-            end += 1
-        return end, count
 
     def _send(self, items: Sequence[OutboxItem]) -> bool:
         try:
