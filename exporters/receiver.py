@@ -42,13 +42,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from spanjudge.exporters.otlp_decode import (
-    JSON,
-    PROTOBUF,
-    OtlpDecodeError,
-    decode_logs,
-    decode_traces,
-)
+from spanjudge.exporters.otlp_decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
+from spanjudge.exporters.otlp_logs import decode_logs
 from spanjudge.exporters.records import LogEvent, SpanRecord
 from spanjudge.exporters.serving import BackgroundServer, serve_receiver
 from spanjudge.exporters.telemetry import Telemetry

@@ -32,7 +32,7 @@ from opentelemetry.sdk._logs.export import (
     SimpleLogRecordProcessor,
 )
 
-from spanjudge.exporters.otlp_decode import (
+from spanjudge.exporters.otlp_logs import (
     IGNORED_NO_TRACE,
     content_event_name,
     ignored_reason,

@@ -27,7 +27,8 @@ from spanjudge.evaluators.online.planner import Planner, TickReport
 from spanjudge.evaluators.online.sampler import is_sampled
 from spanjudge.evaluators.online.targets import Target, conversation_target, find_targets
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_logs, decode_traces
+from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+from spanjudge.exporters.otlp_logs import decode_logs
 from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.telemetry import Telemetry
 from tests.evaluators.online.spans import Trace

@@ -38,7 +38,7 @@ from starlette.testclient import TestClient
 
 from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.evaluation_result import evaluation_event
-from spanjudge.exporters.otlp_decode import decode_logs
+from spanjudge.exporters.otlp_logs import decode_logs
 from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import EvaluationRecord, LogEvent
 from spanjudge.exporters.store_log_exporter import log_to_event
