@@ -10,7 +10,6 @@ Example::
 from __future__ import annotations
 
 import uuid
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from spanjudge.exporters.otlp_wire import (
 )
 from spanjudge.exporters.store.core import IDS_PER_LIST, Cursor, SqlCore
 from spanjudge.exporters.store.items import OutboxClaim, OutboxEntry, OutboxItem
+from spanjudge.exporters.store.packing import pack, unpack
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS_S,
     clean_text,
@@ -88,11 +88,11 @@ def outbox_rows(
 def _shared(
     passing: Sequence[Passing], held: Sequence[Passing], arrived: float
 ) -> tuple[tuple[Any, ...], list[tuple[str | None, str | None, float, int]]]:
-    """The shared entry's row (compressed at level 1: 1.4 us per span for a third to a tenth
-    of the bytes to write) and its held spans' pointer rows."""
+    """The shared entry's row (compressed, :mod:`~spanjudge.exporters.store.packing`) and its
+    held spans' pointer rows."""
     body = request_body((p[1], p[2]) for p in passing)
     held_body, places = indexed_request_body([(p[1], p[2]) for p in held])
-    payload = zlib.compress(body + held_body, 1)
+    payload = pack(body + held_body)
     # with nothing to send, the entry only keeps the held spans' bytes: sent already
     due = min(p[3] for p in passing) if passing else arrived
     done = None if passing else arrived
@@ -121,11 +121,11 @@ def _unpack(
             shared_id, piece = place
             if shared_id not in opened:
                 payload, start = shared[shared_id]
-                opened[shared_id] = split_request(zlib.decompress(payload)[start:])
+                opened[shared_id] = split_request(unpack(payload)[start:])
             wire = opened[shared_id][piece]
             item.payload, item.envelope = wire.span, wire.envelope
         elif item.payload is not None and item.envelope is None:
-            body = zlib.decompress(item.payload)
+            body = unpack(item.payload)
             end = splits.get(item.entry_id)
             item.payload = body if end is None else body[:end]
 
