@@ -25,6 +25,7 @@ from spanjudge.exporters.store.items import OutboxClaim, OutboxEntry, OutboxItem
 from spanjudge.exporters.store.packing import pack, unpack
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS_S,
+    array_literal,
     clean_text,
     record_from_json,
     span_from_row,
@@ -221,8 +222,9 @@ class OutboxQueries(SqlCore):
             # a server (PostgreSQL): one statement, one round trip, the entry's id passed on
             # inside it. The held rows go as four arrays: a fixed statement of 14 parameters
             # that the driver parses once, where a VALUES row per held span (90 parameters for
-            # 20) was parsed again on every write, 1.1 ms each time
-            columns = [list(column) for column in zip(*pointers, strict=True)]
+            # 20) was parsed again on every write, 1.1 ms each time. Each array is one literal
+            # the server parses (array_literal: a fifth of the driver's CPU for them)
+            columns = [array_literal(column) for column in zip(*pointers, strict=True)]
             cur.execute(
                 self.q(
                     f"WITH shared AS ({head} RETURNING entry_id)"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from spanjudge.exporters.records import EvaluationRecord, SpanEvent, SpanRecord
@@ -51,6 +52,30 @@ def clean_text(text: str | None) -> str | None:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+_NOT_FINITE = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+
+
+def array_literal(values: Iterable[str | float | None]) -> str:
+    """A PostgreSQL array literal of ``values`` (text, int or float; None is NULL), passed as
+    one parameter cast to the array type. The server parses it in C; the driver's own array
+    dumper spends about 5 us a value in Python (four arrays of 20 values: 457 us a statement
+    against 107 with literals). Text must be cleaned (:func:`clean_text`) first."""
+    parts = []
+    for value in values:
+        if value is None:
+            parts.append("NULL")
+        elif isinstance(value, str):
+            if value.isascii() and value.isalnum() and value.upper() != "NULL":
+                parts.append(value)  # ids: hexadecimal, nothing to quote
+            else:
+                parts.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        elif isinstance(value, float):
+            parts.append(repr(value) if math.isfinite(value) else _NOT_FINITE[repr(value)])
+        else:
+            parts.append(str(int(value)))
+    return "{" + ",".join(parts) + "}"
 
 
 def span_row(span: SpanRecord, arrived_at: float) -> tuple[Any, ...]:
