@@ -80,7 +80,7 @@ SEMCONV_CAPTURE_SETTING = (
 # Views are pure functions of a span: keep the most recent ones, keyed by the span object, so
 # planning and rebuilding one trace read each span once. Bounded in entries (a view holds its
 # span, and a span may carry a megabyte of content); the oldest go first. Receiver threads
-# (enrich mode) and the tick thread read at once, hence the lock.
+# (enrich mode) and the tick thread read at once: writes take the lock.
 _CACHE: dict[int, tuple[SpanRecord, int, GenAIView]] = {}
 _CACHE_SIZE = 2048
 _CACHE_LOCK = threading.Lock()
@@ -111,8 +111,9 @@ def kind_of(span: SpanRecord) -> ViewKind | None:
 
 
 def _cached(span: SpanRecord) -> GenAIView | None:
-    with _CACHE_LOCK:
-        hit = _CACHE.get(id(span))
+    # one dict read is atomic (under the GIL, and per-dict locks without it): only writers
+    # take the lock, so a receiver thread deciding holds never waits on the tick thread
+    hit = _CACHE.get(id(span))
     if hit is not None and hit[0] is span and hit[1] == len(span.events):
         return hit[2]
     return None
