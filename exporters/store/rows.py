@@ -62,15 +62,26 @@ def array_literal(values: Iterable[str | float | None]) -> str:
     one parameter cast to the array type. The server parses it in C; the driver's own array
     dumper spends about 5 us a value in Python (four arrays of 20 values: 457 us a statement
     against 107 with literals). Text must be cleaned (:func:`clean_text`) first."""
+    values = list(values)
+    if None not in values and "" not in values:
+        # the usual case, hexadecimal ids and numbers: one join, checked whole in C (letters,
+        # digits, signs and points only; one comma between values, none inside one; no word
+        # that reads as NULL unquoted)
+        text = ",".join(map(str, values))
+        plain = text.replace(",", "").replace(".", "").replace("+", "").replace("-", "")
+        if (
+            plain.isascii()
+            and plain.isalnum()
+            and text.count(",") == len(values) - 1
+            and "null" not in text.lower()
+        ):
+            return "{" + text + "}"
     parts = []
     for value in values:
         if value is None:
             parts.append("NULL")
         elif isinstance(value, str):
-            if value.isascii() and value.isalnum() and value.upper() != "NULL":
-                parts.append(value)  # ids: hexadecimal, nothing to quote
-            else:
-                parts.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+            parts.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
         elif isinstance(value, float):
             parts.append(repr(value) if math.isfinite(value) else _NOT_FINITE[repr(value)])
         else:

@@ -73,7 +73,10 @@ def test_floats_read_back_to_the_bit(
 
 def test_ints_and_edge_floats(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     assert read_back(conn, array_literal([0, -3, 2**31 - 1]), "integer") == [0, -3, 2**31 - 1]
-    assert array_literal([math.inf, -math.inf]) == "{Infinity,-Infinity}"
+    assert array_literal(["1,2", "3"]) == '{"1,2","3"}'  # a comma inside a value: quoted
+    assert array_literal(["NULL", "x"]) == '{"NULL","x"}'
+    assert array_literal(["00f0", "a1"]) == "{00f0,a1}"  # ids: joined as they are
+    assert array_literal([None, 1.5]) == "{NULL,1.5}"
     assert read_back(conn, array_literal([math.inf, -math.inf, 1e-300]), "double precision") == [
         math.inf,
         -math.inf,
