@@ -12,8 +12,11 @@
   is forwarded to a loopback backend that accepts without parsing), run right after the
   child-span run on the same store kind, so the outbox's cost is read side by side; plus how
   many spans were forwarded and how long the forwarder took to catch up after the load ended.
+* write cpu (``--write-cpu``): in process on PostgreSQL, the CPU per span of decoding and
+  writing the same batches in both modes, this process's and the server's apart.
 
     python benchmarks/worker.py [--seconds 5] [--turns 120] [--latency 0.1] [--ingest-only]
+    python benchmarks/worker.py --write-cpu [--rounds 3]
 """
 
 from __future__ import annotations
@@ -563,45 +566,55 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
     return out
 
 
-def write_pages(batches: int, stored: int) -> dict[str, Any]:
-    """In process, deterministic: SQLite pages written to the WAL per received batch (65 spans,
-    a store already holding ``stored`` batches), child-span write against enrich write (the
-    bias rule holds the agent spans). A page rewritten in each commit counts each time: what
-    the commits cost on this store, without the machine's load in the figure."""
+def _enrich_writer(store: Any) -> Any:
+    """An enricher whose bias rule holds the agent spans, forwarding nowhere (in process)."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from spanjudge.evaluators.metrics import BiasMetric
     from spanjudge.evaluators.online.enrich import Enricher
     from spanjudge.evaluators.online.rules import Rule
+
+    return Enricher([Rule(BiasMetric(), target="agent")], store, InMemorySpanExporter())
+
+
+def _write_batches(store: Any, enricher: Any, mode: str, bodies: Any) -> int:
+    """Decode and write each received body as the worker does (enrich: with its outbox
+    entries); the spans written."""
     from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+
+    spans = 0
+    for body in bodies:
+        records = decode_traces(body, PROTOBUF, rejected=[], keep_bytes=mode == "enrich")
+        now = time.time()
+        entries = enricher.outbox_entries(records, now) if mode == "enrich" else ()
+        store.write_spans(records, now=now, outbox=entries)
+        spans += len(records)
+    return spans
+
+
+def write_pages(batches: int, stored: int) -> dict[str, Any]:
+    """In process, deterministic: SQLite pages written to the WAL per received batch (65 spans,
+    a store already holding ``stored`` batches), child-span write against enrich write (the
+    bias rule holds the agent spans). A page rewritten in each commit counts each time: what
+    the commits cost on this store, without the machine's load in the figure."""
     from spanjudge.exporters.store import SQLiteStore
 
     base = demo_turns_request(20)
     copies = iter(range(1, 10**9))
     out: dict[str, Any] = {"batches": batches, "stored_batches": stored}
+
+    def bodies(count: int) -> Any:
+        return (remapped(base, next(copies)).SerializeToString() for _ in range(count))
+
     with tempfile.TemporaryDirectory(prefix="sj-pages-") as tmp:
         for mode in ("child-span", "enrich"):
             path = f"{tmp}/{mode}.db"
             store = SQLiteStore(path, pragmas={"wal_autocheckpoint": 0})
-            enricher = Enricher([Rule(BiasMetric(), target="agent")], store, InMemorySpanExporter())
-
-            def write(
-                count: int, *, mode: str = mode, store: Any = store, enr: Any = enricher
-            ) -> int:
-                spans = 0
-                for _ in range(count):
-                    body = remapped(base, next(copies)).SerializeToString()
-                    records = decode_traces(body, PROTOBUF, rejected=[], keep_bytes=True)
-                    now = time.time()
-                    entries = enr.outbox_entries(records, now) if mode == "enrich" else ()
-                    store.write_spans(records, now=now, outbox=entries)
-                    spans += len(records)
-                return spans
-
-            write(stored)
+            enricher = _enrich_writer(store)
+            _write_batches(store, enricher, mode, bodies(stored))
             with contextlib.closing(sqlite3.connect(path)) as conn:  # WAL emptied, then timed
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            spans = write(batches)
+            spans = _write_batches(store, enricher, mode, bodies(batches))
             wal = os.path.getsize(path + "-wal")
             store.close()
             page = 4096 + 24  # a WAL frame: its header and one page
@@ -609,6 +622,50 @@ def write_pages(batches: int, stored: int) -> dict[str, Any]:
     out["enrich_over_child_span"] = round(
         out["enrich"]["wal_pages_per_batch"] / out["child-span"]["wal_pages_per_batch"], 2
     )
+    return out
+
+
+def write_cpu(batches: int, rounds: int) -> dict[str, Any]:
+    """In process, on PostgreSQL: CPU per span of decoding and writing received batches,
+    child-span against enrich (hold decisions, outbox rows, compression, the outbox insert),
+    this process's and the server's apart. ``rounds`` alternating pairs, each mode on a fresh
+    schema and on the same ``batches`` bodies of that round; medians of the rounds. Leaves out
+    what both modes share outside the write (HTTP) and forwarding: the ingest runs hold those."""
+    from spanjudge.exporters.store import open_store
+
+    base = demo_turns_request(20)
+    cpu: dict[str, list[tuple[float, float]]] = {"child-span": [], "enrich": []}
+    for r in range(rounds):
+        bodies = [remapped(base, r * batches + i + 1).SerializeToString() for i in range(batches)]
+        warm = [remapped(base, 10**8 + i).SerializeToString() for i in range(5)]
+        for mode in ("child-span", "enrich"):
+            store = open_store(PG_URL, schema=f"sjbench_{uuid.uuid4().hex[:8]}")
+            try:
+                enricher = _enrich_writer(store)
+                _write_batches(store, enricher, mode, warm)  # statements prepared, pool full
+                server, own = _postgres_cpu_seconds(), time.process_time()
+                spans = _write_batches(store, enricher, mode, bodies)
+                own, server = time.process_time() - own, _postgres_cpu_seconds() - server
+                cpu[mode].append((own * 1e6 / spans, server * 1e6 / spans))
+            finally:
+                store.drop_schema()  # type: ignore[attr-defined]
+                store.close()
+    out: dict[str, Any] = {"batches": batches, "rounds": rounds}
+    for mode, runs in cpu.items():
+        own = sorted(r[0] for r in runs)[rounds // 2]
+        server = sorted(r[1] for r in runs)[rounds // 2]
+        out[mode] = {
+            "process_cpu_us_per_span": round(own, 1),
+            "postgres_cpu_us_per_span": round(server, 1),
+            "runs": [[round(a, 1), round(b, 1)] for a, b in runs],
+        }
+    child, enrich = out["child-span"], out["enrich"]
+    out["enrich_minus_child_span_us"] = {
+        key: round(enrich[key] - child[key], 1)
+        for key in ("process_cpu_us_per_span", "postgres_cpu_us_per_span")
+    }
+    total = [m["process_cpu_us_per_span"] + m["postgres_cpu_us_per_span"] for m in (child, enrich)]
+    out["child_span_over_enrich_cpu"] = round(total[0] / total[1], 3)
     return out
 
 
@@ -631,6 +688,11 @@ def main() -> None:
         action="store_true",
         help="only the in-process WAL pages per batch, child-span and enrich writes (SQLite)",
     )
+    parser.add_argument(
+        "--write-cpu",
+        action="store_true",
+        help="only the in-process CPU per span of child-span and enrich writes (PostgreSQL)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.load:
@@ -640,6 +702,11 @@ def main() -> None:
     if args.pages_only:
         pages = [write_pages(100, stored) for stored in (100, 400)]
         print(json.dumps({"machine": _machine(), "write_pages": pages}, indent=2))
+        return
+
+    if args.write_cpu:
+        cpu = write_cpu(150, args.rounds)
+        print(json.dumps({"machine": _machine(), "write_cpu": cpu}, indent=2))
         return
 
     with tempfile.TemporaryDirectory(prefix="sj-bench-") as tmp_name:
