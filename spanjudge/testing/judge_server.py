@@ -259,16 +259,19 @@ class ScriptedJudgeServer:
                 rule.used += 1
         left = False
 
-        def reply(
-            status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-        ) -> None:
-            # out of flight before the answer is written: a client reading it may send its next
-            # call at once, and that call must not find this one still counted
+        def leave() -> None:
             nonlocal left
             if not left:
                 left = True
                 with self._lock:
                     self._state.in_flight -= 1
+
+        def reply(
+            status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
+            # out of flight before the answer is written: a client reading it may send its next
+            # call at once, and that call must not find this one still counted
+            leave()
             self._reply(handler, status, payload, headers)
 
         try:
@@ -294,9 +297,7 @@ class ScriptedJudgeServer:
             request.status = 200
             reply(200, self._completion(request, content, rule.logprobs))
         finally:
-            if not left:  # a respond() that raised
-                with self._lock:
-                    self._state.in_flight -= 1
+            leave()  # a respond() that raised never replied
 
     def _fault(
         self,
