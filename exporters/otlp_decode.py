@@ -280,9 +280,11 @@ def decode_traces(
     rejected: list[str] | None = None,
     keep_bytes: bool = False,
 ) -> list[SpanRecord]:
-    """Decode by media type (``application/x-protobuf`` or ``application/json``)."""
-    if content_type == PROTOBUF:
-        return decode_protobuf(body, rejected=rejected, keep_bytes=keep_bytes)
-    if content_type == JSON:
-        return decode_json(body, rejected=rejected, keep_bytes=keep_bytes)
-    raise OtlpDecodeError(f"unsupported content type {content_type!r}")
+    """Decode by media type (``application/x-protobuf`` or ``application/json``); as
+    :func:`decode_protobuf` and :func:`decode_json` do."""
+    request = parse_request(body, content_type, ExportTraceServiceRequest())
+    if not keep_bytes:
+        return _records_or_error(request, rejected)
+    # the spans' protobuf bytes: as received, or encoded from the JSON
+    wire = body if content_type == PROTOBUF else request.SerializeToString()
+    return _records_or_error(request, rejected, wire)
