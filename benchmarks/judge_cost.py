@@ -449,7 +449,7 @@ def run_backfill_twice(latency: float, concurrency: int) -> dict[str, Any]:
     import tempfile
 
     from spanjudge.evaluators import MonitorConfig, Rule
-    from spanjudge.evaluators.online.monitor import Monitor
+    from spanjudge.evaluators.online.loop.monitor import Monitor
     from spanjudge.exporters.store import open_store
 
     cases = [c for c in build_cases() if isinstance(c, LLMTestCase)]

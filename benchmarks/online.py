@@ -35,8 +35,8 @@ from pydantic import BaseModel
 from spanjudge.evaluators.judges import Judge, LiteLLMJudge, Usage
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import open_store
 

@@ -139,7 +139,7 @@ def agent_records(n: int, arrival: float) -> list[Any]:
 def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opts: Any) -> Any:
     from spanjudge.evaluators.metrics import BiasMetric
     from spanjudge.evaluators.online import Rule
-    from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
 
     rule = Rule(
         BiasMetric(model=judge, include_reason=False),
@@ -158,7 +158,7 @@ def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opt
 def otlp_emitter(url: str) -> Any:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from spanjudge.exporters.emitter import ScoreEmitter
+    from spanjudge.exporters.emit.emitter import ScoreEmitter
 
     return ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=url, timeout=2))
 
@@ -279,7 +279,7 @@ def count(store: Any, sink: Sink, expected_ids: set[str]) -> dict[str, Any]:
 
 def stored_agent_targets(path: Path, sample_rate: float) -> set[str]:
     """Agent span ids stored in the SQLite file that the rule samples."""
-    from spanjudge.evaluators.online.sampler import is_sampled
+    from spanjudge.evaluators.online.planning.sampler import is_sampled
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
@@ -418,7 +418,7 @@ def role_app(args: argparse.Namespace) -> None:
     import spanjudge
     from spanjudge import observe
     from spanjudge.exporters.store import SQLiteStore
-    from spanjudge.exporters.store_exporter import StoreSpanExporter
+    from spanjudge.exporters.store.span_exporter import StoreSpanExporter
 
     cfg = json.loads(args.config)
     slow = threading.Event()

@@ -390,7 +390,7 @@ def run_traced_worker(config: str, directory: str) -> None:
 
     signal.signal(signal.SIGUSR1, dump)
     sys.argv = ["spanjudge", "worker", "--config", config]
-    from spanjudge.cli import main
+    from spanjudge.cli.app import main
 
     main()
 

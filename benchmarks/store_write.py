@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from spanjudge.exporters.convert import span_to_record
 from spanjudge.exporters.store import SpanStore, SQLiteStore
-from spanjudge.exporters.store_exporter import StoreSpanExporter
+from spanjudge.exporters.store.span_exporter import StoreSpanExporter
 from spanjudge.tracer import attributes as attrs
 
 GOAL_SPANS_PER_SECOND = 20_000

@@ -571,8 +571,8 @@ def _enrich_writer(store: Any) -> Any:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from spanjudge.evaluators.metrics import BiasMetric
-    from spanjudge.evaluators.online.enrich import Enricher
-    from spanjudge.evaluators.online.rules import Rule
+    from spanjudge.evaluators.online.enrich.forwarder import Enricher
+    from spanjudge.evaluators.online.planning.rules import Rule
 
     return Enricher([Rule(BiasMetric(), target="agent")], store, InMemorySpanExporter())
 
@@ -580,7 +580,7 @@ def _enrich_writer(store: Any) -> Any:
 def _write_batches(store: Any, enricher: Any, mode: str, bodies: Any) -> int:
     """Decode and write each received body as the worker does (enrich: with its outbox
     entries); the spans written."""
-    from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+    from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
 
     spans = 0
     for body in bodies:

@@ -24,7 +24,7 @@ from spanjudge.evaluators.metrics import (
     TopicAdherenceTemplate,
 )
 from spanjudge.evaluators.online import MonitorConfig, Rule, SpanFilter
-from spanjudge.evaluators.online.monitor import Monitor, monitor
+from spanjudge.evaluators.online.loop.monitor import Monitor, monitor
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
 
 __all__ = [

@@ -34,12 +34,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from spanjudge.exporters.metric_names import QUEUE_FULL, SHUTDOWN
+
 logger = logging.getLogger("spanjudge.batch")
 
 T = TypeVar("T")
 
-QUEUE_FULL = "queue_full"
-SHUTDOWN = "shutdown"
 HANDLER_FAILED = "handler_failed"  # handle() raised: a bug, but its batch is still counted
 
 

@@ -76,8 +76,23 @@ ENRICH_FORWARD_FAILED: Final = "spanjudge.enrich.forward_failed_spans"
 PLANNER_UNRECOGNISED_SPANS: Final = "spanjudge.planner.unrecognised_spans"
 # Counter of settled traces (conversations for no_turns) in which a rule found no target,
 # labels: rule, reason (no_span_of_kind|filtered|no_genai_span|no_root_span|no_conversation|
-# no_turns; see evaluators/online/coverage.py)
+# no_turns; see evaluators/online/planning/coverage.py)
 RULES_NO_TARGET: Final = "spanjudge.rules.no_target"
+# Drop reasons: the ``reason`` label values of the exporter's and the emitter's dropped counters.
+# Spelled here, not in the modules that drop, so that telemetry can start every series at 0
+# without importing the exporters (which import telemetry).
+QUEUE_FULL: Final = "queue_full"
+SHUTDOWN: Final = "shutdown"
+STORE_ERROR: Final = "store_error"
+INVALID_SPAN: Final = "invalid_span"  # a span the converter could not read
+INVALID_LOG: Final = "invalid_log"  # a log record the converter could not read
+INVALID_RECORD: Final = "invalid_record"
+EXPORT_FAILED: Final = "export_failed"
+EXPORTER_DROP_REASONS: Final = (QUEUE_FULL, STORE_ERROR, INVALID_SPAN, INVALID_LOG, SHUTDOWN)
+EMITTER_DROP_REASONS: Final = (QUEUE_FULL, INVALID_RECORD, EXPORT_FAILED, SHUTDOWN)
+# The ``output`` label's values: the emitter's outputs (exporters.emit.emitter.Output)
+OUTPUTS: Final = ("span", "event")
+
 NO_TARGET_REASONS: Final = (
     "no_span_of_kind",  # the trace has GenAI spans, none of the rule's kind
     "filtered",  # spans of the rule's kind, every one refused by its filter
@@ -89,7 +104,7 @@ NO_TARGET_REASONS: Final = (
 
 # Observable gauge of judge-human agreement over the configured window, labels: rule, metric,
 # stat (labels|accuracy|true_positive_rate|true_negative_rate|kappa, plus the configured
-# floor and min_labels the alert compares them with; see evaluators/online/agreement.py)
+# floor and min_labels the alert compares them with; see evaluators/online/review/agreement.py)
 JUDGE_AGREEMENT: Final = "spanjudge.judge.agreement"
 AGREEMENT_STATS: Final = (
     "labels",

@@ -141,14 +141,12 @@ class Telemetry:
         expression returns 0 (not "no data") before the first event. Series appear once, with
         the label values that will be used later; ``services`` primes the unrecognised-span
         counter for the services expected to send spans."""
-        from spanjudge.exporters import emitter, store_exporter
-
         try:
             self.exporter_written.add(0, {})
-            for reason in store_exporter.DROP_REASONS:
+            for reason in names.EXPORTER_DROP_REASONS:
                 self.exporter_dropped.add(0, {names.L_REASON: reason})
-            for output in emitter.OUTPUTS:
-                for reason in emitter.DROP_REASONS:
+            for output in names.OUTPUTS:
+                for reason in names.EMITTER_DROP_REASONS:
                     self.emitter_dropped.add(0, {names.L_REASON: reason, names.L_OUTPUT: output})
             for rule in rules:
                 for reason in SKIP_REASONS:

@@ -41,12 +41,12 @@ _LAZY: dict[str, str] = {
     "LiteLLMJudge": "spanjudge.evaluators.judges",
     "evaluate": "spanjudge.evaluators.evaluate",
     # online evaluation
-    "Rule": "spanjudge.evaluators.online.rules",
-    "MonitorConfig": "spanjudge.evaluators.online.config",
-    "read_span": "spanjudge.evaluators.online.dialects",
-    "SpanFilter": "spanjudge.evaluators.online.rules",
-    "Monitor": "spanjudge.evaluators.online.monitor",
-    "monitor": "spanjudge.evaluators.online.monitor",
+    "Rule": "spanjudge.evaluators.online.planning.rules",
+    "MonitorConfig": "spanjudge.evaluators.online.loop.config",
+    "read_span": "spanjudge.evaluators.online.rebuild.dialects",
+    "SpanFilter": "spanjudge.evaluators.online.planning.rules",
+    "Monitor": "spanjudge.evaluators.online.loop.monitor",
+    "monitor": "spanjudge.evaluators.online.loop.monitor",
     "open_store": "spanjudge.exporters.store",
     # human labels beside the judge's (a module named apart: a submodule called ``feedback``
     # would shadow the function on the package once imported)

@@ -193,7 +193,7 @@ def _add_log_store(tracing: Tracing, store: EventLog) -> None:
     from opentelemetry import _logs
     from opentelemetry.sdk._logs import LoggerProvider
 
-    from spanjudge.exporters.store_log_exporter import store_log_processor
+    from spanjudge.exporters.store.log_exporter import store_log_processor
 
     current = _logs.get_logger_provider()
     if isinstance(current, LoggerProvider):

@@ -6,7 +6,7 @@ import sys
 from click.testing import CliRunner
 
 import spanjudge
-from spanjudge.cli import cli
+from spanjudge.cli.app import cli
 
 
 def test_version_option_prints_the_package_version() -> None:

@@ -11,17 +11,17 @@ Example::
         case = build_case(rule, target, trace_spans)  # a test case, or a Skip with a reason
 """
 
-from spanjudge.evaluators.online.cases import (
+from spanjudge.evaluators.online.loop.config import MonitorConfig
+from spanjudge.evaluators.online.planning.rules import Rule, SpanFilter
+from spanjudge.evaluators.online.planning.sampler import Budget, is_sampled, sample_point
+from spanjudge.evaluators.online.rebuild.cases import (
     MAX_FIELD_CHARS,
     MAX_RAW_CHARS,
     build_case,
     default_case,
 )
-from spanjudge.evaluators.online.config import MonitorConfig
-from spanjudge.evaluators.online.dialects import GenAIView, read_span
-from spanjudge.evaluators.online.rules import Rule, SpanFilter
-from spanjudge.evaluators.online.sampler import Budget, is_sampled, sample_point
-from spanjudge.evaluators.online.targets import (
+from spanjudge.evaluators.online.rebuild.dialects import GenAIView, read_span
+from spanjudge.evaluators.online.rebuild.targets import (
     TARGET_TYPES,
     Skip,
     Target,

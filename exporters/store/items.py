@@ -72,7 +72,7 @@ class OutboxEntry:
     ``hold``: a rule picked the span for evaluation, so it waits for its scores until
     ``release_at`` (arrival + ``max_hold_seconds``); otherwise ``release_at`` is the arrival
     time and the span goes out at once. ``span`` and ``envelope``: the span's protobuf bytes
-    as received and its resource and scope (:class:`~spanjudge.exporters.otlp_wire.WireSpan`),
+    as received and its resource and scope (:class:`~spanjudge.exporters.otlp.wire.WireSpan`),
     forwarded as they are; without them the span is rebuilt from the store. The spans of one
     write that came with their bytes are stored in one compressed entry: the pass-through
     spans as the request body to send, then the held spans, each held span's row pointing

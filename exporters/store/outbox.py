@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spanjudge.exporters.otlp_wire import (
+from spanjudge.exporters.otlp.wire import (
     WireSpan,
     indexed_request_body,
     request_body,

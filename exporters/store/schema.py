@@ -190,7 +190,7 @@ MIGRATIONS: list[list[str]] = [
     ],
     [
         # Enrich mode forwards spans as they arrived: payload is a held span's protobuf bytes
-        # (envelope: its resource and scope, see exporters/otlp_wire.py), or for an entry of
+        # (envelope: its resource and scope, see exporters/otlp/wire.py), or for an entry of
         # pass-through spans (span_id 'batch:...', no envelope) their OTLP request body,
         # compressed (zlib then, Zstandard since: exporters/store/packing.py reads both).
         # Entries without payload (written before this version) are rebuilt from the spans.

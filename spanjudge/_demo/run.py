@@ -62,9 +62,9 @@ def run_demo(
     ``judge_model`` (``api_base``, ``api_key_env``, ``structured_output``, ``timeout``)."""
     import spanjudge
     from spanjudge._demo.app import APP_MODEL, run_traffic
-    from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
     from spanjudge.exporters.store import open_store
-    from spanjudge.exporters.store_exporter import StoreSpanExporter
+    from spanjudge.exporters.store.span_exporter import StoreSpanExporter
 
     console = Console()
     started = time.perf_counter()
@@ -177,7 +177,7 @@ def _spend(judge: Any) -> str:
 
 def _emitter(otlp_endpoint: str | None) -> Any:
     """Both outputs: over OTLP/HTTP to the endpoint, else kept in memory (counted, not sent)."""
-    from spanjudge.exporters.emitter import ScoreEmitter
+    from spanjudge.exporters.emit.emitter import ScoreEmitter
 
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter

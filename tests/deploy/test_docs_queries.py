@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.exporters.emitter import ScoreEmitter
-from spanjudge.exporters.evaluation_result import score_attributes
+from spanjudge.exporters.emit.emitter import ScoreEmitter
+from spanjudge.exporters.emit.evaluation_result import score_attributes
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.settings import METRIC_NAMES
 from spanjudge.tracer import attributes as attrs

@@ -22,7 +22,7 @@ import pytest
 
 import spanjudge
 
-SKIP_MODULES = ("spanjudge._demo", "spanjudge.cli")
+SKIP_MODULES = ("spanjudge._demo", "spanjudge.cli.app")
 
 
 def _modules() -> Iterator[ModuleType]:

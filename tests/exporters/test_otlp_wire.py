@@ -8,8 +8,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from spanjudge.exporters.otlp_wire import (
+from spanjudge.exporters.otlp.decode import OtlpDecodeError, decode_json, decode_protobuf
+from spanjudge.exporters.otlp.wire import (
     frame,
     indexed_request_body,
     request_body,

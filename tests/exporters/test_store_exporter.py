@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
-from spanjudge.exporters.store_exporter import (
+from spanjudge.exporters.store.span_exporter import (
     QUEUE_FULL,
     SHUTDOWN,
     STORE_ERROR,

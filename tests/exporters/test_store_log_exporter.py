@@ -24,12 +24,12 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from spanjudge.exporters.records import LogEvent
 from spanjudge.exporters.store import SQLiteStore, StoreError
-from spanjudge.exporters.store_exporter import QUEUE_FULL, STORE_ERROR
-from spanjudge.exporters.store_log_exporter import (
+from spanjudge.exporters.store.log_exporter import (
     StoreLogExporter,
     log_to_event,
     store_log_processor,
 )
+from spanjudge.exporters.store.span_exporter import QUEUE_FULL, STORE_ERROR
 
 DETAILS = "gen_ai.client.inference.operation.details"
 MESSAGES = [{"role": "user", "parts": [{"type": "text", "content": "Return a blender?"}]}]

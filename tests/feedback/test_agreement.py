@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge.evaluators.online.agreement import (
+from spanjudge.evaluators.online.review.agreement import (
     Estimate,
     agreement,
     cohen_kappa,

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 import spanjudge
-from spanjudge.cli import cli
-from spanjudge.exporters.receiver import create_receiver_app
+from spanjudge.cli.app import cli
+from spanjudge.exporters.otlp.receiver import create_receiver_app
 from spanjudge.exporters.store import SpanStore
 from spanjudge.human_feedback import (
     MAX_NOTE_CHARS,

@@ -12,14 +12,14 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
-from spanjudge.evaluators.online.delivery import Delivery
-from spanjudge.exporters.emitter import ScoreEmitter
-from spanjudge.exporters.evaluation_result import feedback_event
+from spanjudge.evaluators.online.loop.delivery import Delivery
+from spanjudge.exporters.emit.emitter import ScoreEmitter
+from spanjudge.exporters.emit.evaluation_result import feedback_event
 from spanjudge.exporters.records import FeedbackRecord
 from spanjudge.exporters.store import SpanStore
 from spanjudge.settings import load_settings
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.feedback.conftest import (
     CONVERSATION,
     LLM_SPAN,
@@ -123,7 +123,7 @@ def test_without_the_event_output_labels_wait_in_the_store(seeded: Seeded) -> No
 
 @pytest.fixture
 def worker(store_path: Path, logs: InMemoryLogRecordExporter) -> Iterator[Worker]:
-    from spanjudge.evaluators.online.explain import OfflineJudge
+    from spanjudge.evaluators.online.review.explain import OfflineJudge
 
     settings = load_settings(
         None,

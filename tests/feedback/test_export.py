@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import spanjudge
-from spanjudge.cli import cli
+from spanjudge.cli.app import cli
 from spanjudge.evaluators import FaithfulnessMetric, TopicAdherenceMetric, evaluate
 from spanjudge.evaluators.dataset import load_dataset
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase

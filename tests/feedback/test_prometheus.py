@@ -20,10 +20,10 @@ import pytest
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.evaluators.online.explain import OfflineJudge
-from spanjudge.exporters.receiver import BackgroundServer
+from spanjudge.evaluators.online.review.explain import OfflineJudge
+from spanjudge.exporters.otlp.receiver import BackgroundServer
 from spanjudge.settings import load_settings
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.deploy.prometheus_server import PrometheusServer
 from tests.deploy.promql import RULE_FILES
 from tests.feedback.conftest import scored

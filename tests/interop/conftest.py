@@ -1,8 +1,8 @@
 """Replay of the recorded interop fixtures through a real ``spanjudge worker`` receiver.
 
 :func:`replay` POSTs a recording's bodies, unchanged (protobuf, in arrival order: traces to
-``/v1/traces``, logs to ``/v1/logs``), to an in-process :class:`~spanjudge.worker.Worker` served
-by uvicorn on 127.0.0.1, with a SQLite store and the offline demo judge, then lets the traces
+``/v1/traces``, logs to ``/v1/logs``), to an in-process :class:`~spanjudge.worker.service.Worker`
+served by uvicorn on 127.0.0.1, with a SQLite store and the offline demo judge, then lets the traces
 settle and the conversation go idle on a controlled clock and runs the monitor's ticks. It
 returns what the worker stored and the cases it rebuilds, keyed by scenario turn. Used by
 ``test_conformance.py`` and ``benchmarks/interop.py``::
@@ -29,14 +29,14 @@ import pytest
 import uvicorn
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.evaluators.online.cases import build_case
-from spanjudge.evaluators.online.loading import load_conversation, load_trace
-from spanjudge.evaluators.online.targets import Skip, conversation_target, find_targets
+from spanjudge.evaluators.online.rebuild.cases import build_case
+from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
+from spanjudge.evaluators.online.rebuild.targets import Skip, conversation_target, find_targets
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.support.otlp_sink import OtlpSink
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.targets import Skip
+from spanjudge.evaluators.online.rebuild.targets import Skip
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.exporters.records import EvaluationRecord
 from tests.interop.conftest import (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
-from spanjudge.exporters.otlp_logs import decode_logs
+from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
+from spanjudge.exporters.otlp.logs import decode_logs
 from spanjudge.exporters.records import LogEvent, SpanRecord
 from spanjudge.exporters.store import SQLiteStore
 from spanjudge.tracer import attributes as attrs

@@ -32,8 +32,8 @@ from spanjudge.evaluators.judges import Judge
 from spanjudge.evaluators.judges.base import Messages, Usage
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
 
 POINTS = ("before_claim", "mid_judge", "after_complete", "mid_emit", "span_marked", "event_marked")

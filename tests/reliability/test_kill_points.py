@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App

@@ -28,11 +28,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
-from spanjudge.exporters.store_exporter import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
+from spanjudge.exporters.store.span_exporter import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent

@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.exporters.store import ORPHAN_SETTLE_FACTOR
 from spanjudge.testing import ScriptedJudgeServer
@@ -321,7 +321,7 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
 def test_cycles_alone_never_hang_target_search_or_rebuild() -> None:
     """The pure path, without a judge: cycles of every length through every rule kind."""
     from spanjudge.evaluators.online import build_case, conversation_target, find_targets
-    from spanjudge.evaluators.online.targets import Skip
+    from spanjudge.evaluators.online.rebuild.targets import Skip
     from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
     rules = [

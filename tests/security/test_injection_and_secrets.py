@@ -42,10 +42,10 @@ from starlette.testclient import TestClient
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters import receiver as receiver_module
-from spanjudge.exporters.emitter import ScoreEmitter
-from spanjudge.exporters.receiver import BackgroundServer, create_receiver_app, serve_receiver
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
+from spanjudge.exporters.otlp import receiver as receiver_module
+from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app, serve_receiver
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore, StoreError, open_store
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
@@ -393,7 +393,7 @@ def test_worker_log_and_config_errors_never_show_secrets(
     for secret in (PG_PASSWORD, SECRET_TAIL, BEARER):
         assert secret not in message
     result = CliRunner().invoke(
-        __import__("spanjudge.cli", fromlist=["cli"]).cli, ["worker", "--config", str(path)]
+        __import__("spanjudge.cli.app", fromlist=["cli"]).cli, ["worker", "--config", str(path)]
     )
     assert result.exit_code != 0 and "receiver_port" in result.output
     for secret in (PG_PASSWORD, SECRET_TAIL, BEARER):
@@ -519,10 +519,12 @@ def test_default_bind_host_is_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert BackgroundServer(create_receiver_app(sink=ListSink())).host == "127.0.0.1"
 
     seen: list[WorkerSettings] = []
-    monkeypatch.setattr("spanjudge.worker.run_worker", lambda settings: seen.append(settings) or 0)
+    monkeypatch.setattr(
+        "spanjudge.worker.service.run_worker", lambda settings: seen.append(settings) or 0
+    )
     config = tmp_path / "worker.toml"
     config.write_text('[[rules]]\nmetric = "bias"\n', encoding="utf-8")
-    from spanjudge.cli import cli
+    from spanjudge.cli.app import cli
 
     result = CliRunner().invoke(cli, ["worker", "--config", str(config)])
     assert result.exit_code == 0, result.output
@@ -532,7 +534,7 @@ def test_default_bind_host_is_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_worker_applies_its_size_limits_and_token(
     tmp_path: Path, module_judge: ScriptedJudgeServer
 ) -> None:
-    from spanjudge.worker import Worker
+    from spanjudge.worker.service import Worker
 
     settings = load_settings(
         store_url=f"sqlite:///{tmp_path}/limits.db",

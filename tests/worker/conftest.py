@@ -116,7 +116,14 @@ class WorkerProcess:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spanjudge.cli", "worker", "--config", str(self.config_path)],
+            [
+                sys.executable,
+                "-m",
+                "spanjudge.cli.app",
+                "worker",
+                "--config",
+                str(self.config_path),
+            ],
             cwd=ROOT,
             env=env,
             stdout=self._log,

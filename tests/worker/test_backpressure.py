@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from spanjudge.exporters.receiver import create_receiver_app
-from spanjudge.worker import IngestGate
+from spanjudge.exporters.otlp.receiver import create_receiver_app
+from spanjudge.worker.service import IngestGate
 from tests.worker.conftest import free_port, split_request
 
 

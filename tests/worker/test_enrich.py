@@ -20,13 +20,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.exporters.evaluation_result import score_key
-from spanjudge.exporters.otlp_decode import decode_protobuf
+from spanjudge.exporters.emit.evaluation_result import score_key
+from spanjudge.exporters.otlp.decode import decode_protobuf
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.exporters.store.conftest import POSTGRES_URL
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config, count_spans

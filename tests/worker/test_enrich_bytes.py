@@ -17,11 +17,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp_decode import PROTOBUF
+from spanjudge.exporters.otlp.decode import PROTOBUF
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.exporters.store.conftest import POSTGRES_URL
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config
@@ -162,8 +162,8 @@ def test_a_claim_goes_out_in_requests_of_at_most_batch_size_spans_and_a_refusal_
     untried (counted once sent and failed, not as failed)."""
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from spanjudge.evaluators.online.enrich import Enricher
-    from spanjudge.exporters.otlp_decode import decode_protobuf
+    from spanjudge.evaluators.online.enrich.forwarder import Enricher
+    from spanjudge.exporters.otlp.decode import decode_protobuf
     from spanjudge.exporters.store import open_store
     from tests.worker.conftest import split_request
     from tests.worker.test_enrich import FlakyBackend
@@ -218,8 +218,8 @@ def test_a_request_stays_under_max_request_bytes_and_a_larger_entry_still_goes_a
     back. Through the real OTLP/HTTP exporter: what the backend receives is measured."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from spanjudge.evaluators.online.enrich import Enricher
-    from spanjudge.exporters.otlp_decode import decode_protobuf
+    from spanjudge.evaluators.online.enrich.forwarder import Enricher
+    from spanjudge.exporters.otlp.decode import decode_protobuf
     from spanjudge.exporters.store import open_store
     from tests.worker.conftest import split_request
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from spanjudge.exporters.otlp_decode import decode_protobuf
+from spanjudge.exporters.otlp.decode import decode_protobuf
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import Worker
+from spanjudge.worker.service import Worker
 from tests.support.otlp_sink import OtlpSink, ReceivedLog, ReceivedSpan
 from tests.worker.conftest import base_config
 

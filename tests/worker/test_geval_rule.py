@@ -14,7 +14,7 @@ from spanjudge.evaluators.metrics import ConversationalGEval, GEval
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import build_rules
+from spanjudge.worker.service import build_rules
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import WorkerProcess
 from tests.worker.rules_module import NO_JUDGE

@@ -17,8 +17,8 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from spanjudge.evaluators.online import MonitorConfig, Rule
-from spanjudge.evaluators.online.monitor import Monitor
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
 from spanjudge.exporters.telemetry import Telemetry
 from spanjudge.testing import ScriptedJudgeServer

@@ -9,7 +9,7 @@ from spanjudge.evaluators import ConversationalTestCase, LLMTestCase, Turn
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.metrics.bias import BiasTemplate
 from spanjudge.evaluators.metrics.identity import class_digest
-from spanjudge.evaluators.online.result_cache import cache_key
+from spanjudge.evaluators.online.loop.result_cache import cache_key
 from spanjudge.testing import ScriptedJudgeServer
 
 
@@ -88,7 +88,7 @@ from spanjudge.evaluators import LLMTestCase
 from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.metrics.bias import BiasTemplate
-from spanjudge.evaluators.online.result_cache import cache_key
+from spanjudge.evaluators.online.loop.result_cache import cache_key
 
 class Picky(BiasTemplate):
     @staticmethod

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.store import SpanStore, open_store
-from spanjudge.exporters.store_exporter import StoreSpanExporter
+from spanjudge.exporters.store.span_exporter import StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from tests.support.otlp_sink import OtlpSink
 from tests.support.span_switch import SpanSwitch, install

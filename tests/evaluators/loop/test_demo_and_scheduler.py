@@ -11,7 +11,7 @@ from typing import Any
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
 from tests.evaluators.loop.test_monitor_e2e import agent
 from tests.support.otlp_sink import OtlpSink
 

@@ -12,8 +12,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.exporters.telemetry import Telemetry
 from spanjudge.testing import Fault, ScriptedJudgeServer

@@ -15,8 +15,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import DROP_EXPORT_FAILED, ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs

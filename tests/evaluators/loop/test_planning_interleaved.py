@@ -17,8 +17,8 @@ import pytest
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online import monitor as monitor_module
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators.online.loop import monitor as monitor_module
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.store import SpanStore
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe

@@ -11,8 +11,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emitter import ScoreEmitter
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import observe

@@ -10,7 +10,7 @@ from typing import Any
 
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
 from spanjudge.exporters.store import StoreError
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.evaluators.online.dialects import kind_of, read_span
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+from spanjudge.evaluators.online.rebuild.dialects import kind_of, read_span
+from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
 from spanjudge.exporters.records import SpanRecord
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"

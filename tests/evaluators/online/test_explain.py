@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
 
-from spanjudge.cli import cli
+from spanjudge.cli.app import cli
 from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.explain import (
+from spanjudge.evaluators.online.review.explain import (
     SHOWN_CHARS,
     Explanation,
     OfflineJudge,
@@ -24,7 +24,7 @@ from spanjudge.evaluators.online.explain import (
     SpanExplanation,
     explain_trace,
 )
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SQLiteStore
 from tests.evaluators.online.spans import Trace
@@ -255,7 +255,7 @@ def test_explain_loads_no_litellm_and_opens_no_connection(stored: tuple[Path, st
         "    raise AssertionError('network use')\n"
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
-        "from spanjudge.cli import cli\n"
+        "from spanjudge.cli.app import cli\n"
         f"cli(['explain', {trace_id!r}, '--config', {str(config)!r}], standalone_mode=False)\n"
         "assert 'litellm' not in sys.modules, 'litellm imported'\n"
         "print('clean')\n"

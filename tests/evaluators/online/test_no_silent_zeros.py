@@ -14,10 +14,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.coverage import Coverage, LogOnce, no_target_reason
-from spanjudge.evaluators.online.planner import Planner, TickReport
+from spanjudge.evaluators.online.planning.coverage import Coverage, LogOnce, no_target_reason
+from spanjudge.evaluators.online.planning.planner import Planner, TickReport
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
+from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SQLiteStore
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider

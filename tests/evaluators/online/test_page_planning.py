@@ -20,15 +20,15 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online import planner as planner_module
-from spanjudge.evaluators.online.coverage import Coverage, no_target_reason
-from spanjudge.evaluators.online.loading import load_conversation, load_trace
-from spanjudge.evaluators.online.planner import Planner, TickReport
-from spanjudge.evaluators.online.sampler import is_sampled
-from spanjudge.evaluators.online.targets import Target, conversation_target, find_targets
+from spanjudge.evaluators.online.planning import planner as planner_module
+from spanjudge.evaluators.online.planning.coverage import Coverage, no_target_reason
+from spanjudge.evaluators.online.planning.planner import Planner, TickReport
+from spanjudge.evaluators.online.planning.sampler import is_sampled
+from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
+from spanjudge.evaluators.online.rebuild.targets import Target, conversation_target, find_targets
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp_decode import PROTOBUF, decode_traces
-from spanjudge.exporters.otlp_logs import decode_logs
+from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
+from spanjudge.exporters.otlp.logs import decode_logs
 from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.telemetry import Telemetry
 from tests.evaluators.online.spans import Trace

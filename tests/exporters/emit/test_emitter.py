@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.status import StatusCode
 
-from spanjudge.exporters.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
-from spanjudge.exporters.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
+from spanjudge.exporters.emit.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
+from spanjudge.exporters.emit.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
@@ -232,3 +232,19 @@ def test_keys_are_confirmed_only_for_spans_the_exporter_took() -> None:
         assert emitter.take_confirmed() == []  # each key handed back once
     finally:
         emitter.shutdown(5)
+
+
+def test_the_label_values_telemetry_primes_are_the_emitters_own() -> None:
+    # telemetry spells them in metric_names so that it never imports the emitter (no cycle)
+    from spanjudge.exporters import metric_names as names
+    from spanjudge.exporters.emit import emitter
+    from spanjudge.exporters.store import span_exporter
+
+    assert names.OUTPUTS == emitter.OUTPUTS
+    assert set(names.EMITTER_DROP_REASONS) == {
+        emitter.DROP_QUEUE_FULL,
+        emitter.DROP_INVALID,
+        emitter.DROP_EXPORT_FAILED,
+        emitter.DROP_SHUTDOWN,
+    }
+    assert names.EXPORTER_DROP_REASONS == span_exporter.DROP_REASONS

@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spanjudge.exporters.emitter import DROP_EXPORT_FAILED, ScoreEmitter
+from spanjudge.exporters.emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.tracer import attributes as attrs

@@ -10,7 +10,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.receiver import BackgroundServer, create_receiver_app
+from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app
 from spanjudge.exporters.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
 from tests.exporters.emit.conftest import make_record
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanjudge.exporters.convert import span_to_record
-from spanjudge.exporters.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from spanjudge.exporters.receiver import Rejected, gunzip_limited
+from spanjudge.exporters.otlp.decode import OtlpDecodeError, decode_json, decode_protobuf
+from spanjudge.exporters.otlp.receiver import Rejected, gunzip_limited
 from spanjudge.exporters.records import SpanRecord
 from tests.exporters.receiver.conftest import json_body, make_sdk_spans, protobuf_body
 

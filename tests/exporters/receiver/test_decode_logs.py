@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from spanjudge.exporters.otlp_decode import OtlpDecodeError
-from spanjudge.exporters.otlp_logs import decode_logs
+from spanjudge.exporters.otlp.decode import OtlpDecodeError
+from spanjudge.exporters.otlp.logs import decode_logs
 
 
 # --- the decoder's guarantees -------------------------------------------------------------------

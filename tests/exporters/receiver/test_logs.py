@@ -37,11 +37,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from starlette.testclient import TestClient
 
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.evaluation_result import evaluation_event
-from spanjudge.exporters.otlp_logs import decode_logs
-from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge.exporters.emit.evaluation_result import evaluation_event
+from spanjudge.exporters.otlp.logs import decode_logs
+from spanjudge.exporters.otlp.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import EvaluationRecord, LogEvent
-from spanjudge.exporters.store_log_exporter import log_to_event
+from spanjudge.exporters.store.log_exporter import log_to_event
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink
 

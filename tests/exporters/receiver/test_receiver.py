@@ -26,7 +26,7 @@ from starlette.testclient import TestClient
 
 from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.convert import span_to_record
-from spanjudge.exporters.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge.exporters.otlp.receiver import BackgroundServer, Backpressure, create_receiver_app
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.delivery import Delivery
+from spanjudge.evaluators.online.loop.delivery import Delivery
 from spanjudge.exporters.store import SCHEMA_VERSION, SpanStore
 from spanjudge.exporters.store.sql import SqlStore
 from tests.exporters.store.conftest import (

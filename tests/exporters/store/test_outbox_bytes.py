@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanjudge.exporters.otlp_wire import unframe
+from spanjudge.exporters.otlp.wire import unframe
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import OutboxEntry, SpanStore
 from spanjudge.exporters.store import sql as sql_module

@@ -20,7 +20,7 @@ import pytest
 
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import JobSpec, SQLiteStore, StoreError
-from spanjudge.exporters.store_exporter import STORE_ERROR, StoreSpanExporter
+from spanjudge.exporters.store.span_exporter import STORE_ERROR, StoreSpanExporter
 from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
 
 T0 = 1_700_000_000.0

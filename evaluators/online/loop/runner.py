@@ -1,0 +1,287 @@
+"""Running: claimed jobs become results, each stored once and then handed to the emitter.
+
+For each job: rebuild the test case from the stored spans, measure it with a fresh copy of the
+rule's metric (or reuse the judge-result cache's answer to the same question, see
+:mod:`~spanjudge.evaluators.online.loop.result_cache`), store the result (only while the lease is
+still ours), then emit it and count it. The monitor runs the store side of a job (rebuilding, the
+cache, storing, emitting) on its store thread and only the judge calls on the event loop.
+A transient judge failure (timeout, 429, 5xx, connection) gives the job back for a later tick
+until ``max_attempts``; anything else is recorded at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tenacity import wait_incrementing
+
+from spanjudge.evaluators.backoff import delay_after
+from spanjudge.evaluators.online.loop.config import MonitorConfig
+from spanjudge.evaluators.online.loop.result_cache import ResultCache, cache_key, reuse
+from spanjudge.evaluators.online.planning.planner import Planner, TickReport
+from spanjudge.evaluators.online.planning.rules import Rule
+from spanjudge.evaluators.online.rebuild.cases import build_case
+from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
+from spanjudge.evaluators.online.rebuild.targets import (
+    Skip,
+    Target,
+    conversation_target,
+    find_targets,
+)
+from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge.exporters.store import Job, JudgeCache, SpanStore, StoreError
+from spanjudge.tracer import attributes as attrs
+
+if TYPE_CHECKING:
+    from spanjudge.exporters.emit.emitter import Emitter
+    from spanjudge.exporters.telemetry import Telemetry
+
+logger = logging.getLogger("spanjudge.monitor")
+
+T = TypeVar("T")
+# Runs a blocking call (a store read or write, an emit) away from the judge calls' event loop;
+# the monitor passes one that hands it to its store thread.
+Offload = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+async def inline(call: Callable[[], T]) -> T:
+    """The :data:`Offload` that runs the call on the event loop itself."""
+    return call()
+
+
+# Judge failures worth another attempt in a later tick; anything else is recorded at once.
+TRANSIENT_ERRORS = frozenset(
+    {"judge_timeout", "judge_rate_limited", "judge_connection", "judge_server_error"}
+)
+
+
+class Runner:
+    """Evaluates claimed jobs; see the module docstring.
+
+    Example::
+
+        runner = Runner(rules, store, planner, config=MonitorConfig(), owner="w1", clock=time.time)
+        asyncio.run(runner.run(jobs, report))
+    """
+
+    def __init__(
+        self,
+        rules: Mapping[str, Rule],
+        store: SpanStore,
+        planner: Planner,
+        *,
+        config: MonitorConfig,
+        owner: str,
+        clock: Callable[[], float],
+        emitter: Emitter | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.rules = rules
+        self.store = store
+        self.planner = planner
+        self.config = config
+        self.owner = owner
+        self.clock = clock
+        self.emitter = emitter
+        self.telemetry = telemetry
+        # attempt n waits n * retry_delay_seconds: a judge that is down gets room to recover
+        delay = config.retry_delay_seconds
+        self._wait = wait_incrementing(start=delay, increment=delay)
+        self.cache = (
+            ResultCache(store, max_age_seconds=config.judge_cache_max_age_seconds)
+            if config.judge_cache and isinstance(store, JudgeCache)
+            else None
+        )
+
+    async def run(self, jobs: Sequence[Job], report: TickReport) -> None:
+        """Run ``jobs``, at most ``config.concurrency`` at once."""
+        limit = asyncio.Semaphore(self.config.concurrency)
+
+        async def run(job: Job) -> None:
+            async with limit:
+                await self.run_job(job, report)
+
+        await asyncio.gather(*(run(job) for job in jobs))
+
+    async def run_job(self, job: Job, report: TickReport, io: Offload[Any] = inline) -> None:
+        """Evaluate one claimed job in three steps: :meth:`prepare` and :meth:`finish` (the
+        store, the emit, the budget) go through ``io``; the judge calls between them stay on
+        the running loop."""
+        rule = self.rules.get(job.rule)
+        started = self.clock()
+        if rule is None:
+            # a rule removed since the job was planned: release it for a process that has it
+            retry_at = started + self.config.interval_seconds
+            await io(
+                partial(self.store.release_job, job.job_id, owner=self.owner, retry_at=retry_at)
+            )
+            return
+        try:
+            record, case, key = await io(partial(self.prepare, rule, job, started))
+        except StoreError as exc:
+            # the store failed, not the job's spans: give the job back for a later tick rather
+            # than record it as skipped (a failure to give it back ends the tick; its lease
+            # then expires and another tick takes it)
+            logger.warning("could not load spans for job %s, retrying later: %s", job.job_id, exc)
+            retry_at = self.clock() + self.config.interval_seconds
+            await io(
+                partial(self.store.release_job, job.job_id, owner=self.owner, retry_at=retry_at)
+            )
+            report.retried += 1
+            return
+        if case is None:
+            report.missing += 1
+        elif record.cached:
+            report.scored += 1
+        else:
+            metric = rule.metric.clone()
+            # a failing judge leaves its error on the metric; to_data() carries it
+            with contextlib.suppress(Exception):
+                await metric.a_measure(case)
+            fill_from_metric(record, metric.to_data())
+            if record.status == "error":
+                if await io(partial(self._retry_later, job, record)):
+                    report.retried += 1
+                    return
+                report.errors += 1
+            else:
+                report.scored += 1
+        record.finished_at = self.clock()
+        if not await io(partial(self.finish, rule, job, record, key)):
+            # our lease expired and another evaluator took the job: its result is the one kept
+            report.lost_lease += 1
+
+    def prepare(
+        self, rule: Rule, job: Job, started: float
+    ) -> tuple[EvaluationRecord, Any | None, str | None]:
+        """A job's record, its rebuilt case (None when it cannot be rebuilt: the record then
+        says why it was skipped) and its judge-cache key. On a cache hit the record already
+        holds the reused outcome (``record.cached``) and no judge call is needed."""
+        try:
+            spans, target = self.load_target(job)
+        except StoreError:
+            raise  # the store, not a row: run_job gives the job back
+        except Exception as exc:  # a broken store row must not stop the other jobs
+            logger.warning("could not load spans for job %s: %s", job.job_id, exc)
+            spans, target = [], None
+        record = new_record(rule, job, target, started)
+        if target is None:
+            mark_skipped(record, "target spans not found in the store (deleted by retention?)")
+            return record, None, None
+        case = build_case(rule, target, spans)
+        if isinstance(case, Skip):
+            mark_skipped(record, case.reason)
+            return record, None, None
+        source = case.metadata.get("context_source") if case.metadata else None
+        record.context_source = source if isinstance(source, str) else None
+        if self.cache is None:
+            return record, case, None
+        try:
+            key = cache_key(rule.metric, case)
+        except Exception as exc:  # an odd parameter must not stop the evaluation
+            logger.warning("no judge cache key for rule %s: %s", rule.name, exc)
+            return record, case, None
+        if key is not None:
+            hit = self.cache.lookup(key, now=self.clock())
+            if hit is not None:
+                reuse(record, hit)
+                if self.telemetry is not None:
+                    self.telemetry.record_cache_hit(rule.name, record.metric)
+        return record, case, key
+
+    def finish(self, rule: Rule, job: Job, record: EvaluationRecord, key: str | None) -> bool:
+        """Keep a new score in the judge cache, charge its cost, store the result while the
+        lease is ours, then emit and count it. False when the lease was lost (nothing stored)."""
+        if key is not None and self.cache is not None:
+            self.cache.remember(key, record, now=self.clock())
+        if record.status == "scored" and record.cost:
+            self.planner.record_cost(rule.name, record.cost, self.clock())
+        assert record.finished_at is not None
+        if not self.store.complete_job(
+            job.job_id, owner=self.owner, record=record, now=record.finished_at
+        ):
+            return False
+        if self.emitter is not None:
+            self.emitter.emit(record, job.job_id)
+        if self.telemetry is not None:
+            self.telemetry.record_evaluation(record)
+        return True
+
+    def _retry_later(self, job: Job, record: EvaluationRecord) -> bool:
+        """Give a transiently failed job back for a later attempt; False when it is final."""
+        if record.error_type not in TRANSIENT_ERRORS or job.attempts >= self.config.max_attempts:
+            return False
+        self.store.release_job(
+            job.job_id,
+            owner=self.owner,
+            retry_at=self.clock() + delay_after(self._wait, job.attempts),
+        )
+        return True
+
+    def load_target(self, job: Job) -> tuple[list[SpanRecord], Target | None]:
+        """The spans a job's case is rebuilt from, and its target among them (None if gone)."""
+        rule = self.rules[job.rule]
+        if job.target_type == "conversation":
+            spans = load_conversation(self.store, job.target_id)
+            return spans, conversation_target(job.target_id, spans)
+        spans = load_trace(self.store, job.trace_id) if job.trace_id else []
+        for target in find_targets(rule, spans):
+            if target.target_id == job.target_id:
+                return spans, target
+        return spans, None
+
+
+def new_record(rule: Rule, job: Job, target: Target | None, started: float) -> EvaluationRecord:
+    """The result of ``job`` before its evaluation: who, what, where, when."""
+    response_id = None
+    if target is not None and target.span is not None:
+        value = target.span.attributes.get(attrs.GEN_AI_RESPONSE_ID)
+        response_id = value if isinstance(value, str) and value else None
+    return EvaluationRecord(
+        rule=rule.name,
+        metric=rule.metric.name,
+        target_type=job.target_type,
+        target_id=job.target_id,
+        trace_id=job.trace_id,
+        span_id=job.span_id,
+        sample_rate=job.sample_rate,
+        service_name=target.service_name if target else None,
+        response_id=response_id,
+        target_end_unix_nano=target.end_unix_nano if target else None,
+        threshold=getattr(rule.metric, "threshold", None),
+        strict_mode=bool(getattr(rule.metric, "strict_mode", False)),
+        started_at=started,
+    )
+
+
+def mark_skipped(record: EvaluationRecord, reason: str) -> None:
+    record.status = "skipped"
+    record.skip_reason = reason
+    record.error_type = "missing_field"
+
+
+def fill_from_metric(record: EvaluationRecord, data: Any) -> None:
+    """Copy a measured metric's outcome (``metric.to_data()``) onto ``record``."""
+    record.judge_model = data.judge_model
+    record.input_tokens = data.input_tokens or 0
+    record.output_tokens = data.output_tokens or 0
+    record.cost = data.evaluation_cost
+    record.judge_calls = data.judge_calls or 0
+    record.threshold = data.threshold
+    record.strict_mode = bool(data.strict_mode)
+    record.verdicts = data.verdicts
+    if data.error is not None or data.score is None:
+        record.status = "error"
+        record.error_type = data.error_type or "evaluation_error"
+        record.error_message = data.error or "the metric produced no score"
+        return
+    record.status = "scored"
+    record.score = float(data.score)
+    record.success = bool(data.success)
+    record.label = "pass" if record.success else "fail"
+    record.reason = data.reason

@@ -1,0 +1,277 @@
+"""Rebuild deepeval-style test cases from stored spans, through their canonical reading.
+
+Fields, per target (every span read by
+:func:`~spanjudge.evaluators.online.rebuild.dialects.read_span`):
+
+* ``input`` / ``actual_output``: the span's question and answer, whatever dialect wrote them
+  (trace targets: the root's, else the first turn's input and the last turn's output);
+* ``retrieval_context``: the document texts of the retrievals in the target's scope
+  (:class:`~spanjudge.evaluators.online.rebuild.scope.SpanTree`): an agent turn's subtree, what
+  precedes an LLM call in its turn at any depth, a whole trace. When there is no retrieved text, a
+  fallback (``Rule(context_fallback=True)``, the default) takes the results of the tool calls in
+  scope, then the system instructions the model was given; the case's
+  ``metadata["context_source"]`` says which (``retrieval``, ``tool_results``,
+  ``system_instructions``) and the result carries it as ``spanjudge.evaluation.context_source``;
+* ``tools_called``: the tool calls in scope;
+* conversations: one user and one assistant turn per turn span, in time order.
+
+Limits: a raw value longer than
+:data:`~spanjudge.evaluators.online.rebuild.dialects.text.MAX_RAW_CHARS` is not parsed; each
+rebuilt text field, and the retrieval context in total, is cut at :data:`MAX_FIELD_CHARS` with a
+visible marker (``metadata["truncated_fields"]`` lists them); at most :data:`MAX_TOOL_CALLS` tool
+calls and :data:`MAX_TURNS` turns (the most recent) are kept. Nothing here raises on bad spans:
+every problem ends as a :class:`Skip` with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from spanjudge.evaluators.online.rebuild.context import (
+    MAX_FIELD_CHARS,
+    MAX_TOOL_CALLS,
+    cap,
+    context_of,
+    retrieval_context,
+    tools_called,
+)
+from spanjudge.evaluators.online.rebuild.dialects import GenAIView, read_span
+from spanjudge.evaluators.online.rebuild.dialects.text import MAX_RAW_CHARS
+from spanjudge.evaluators.online.rebuild.scope import SpanTree
+from spanjudge.evaluators.online.rebuild.targets import Skip, Target, span_kind, turn_spans
+from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
+from spanjudge.exporters.records import SpanRecord
+
+if TYPE_CHECKING:
+    from spanjudge.evaluators.online.planning.rules import Rule
+
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "MAX_RAW_CHARS",
+    "MAX_TOOL_CALLS",
+    "MAX_TURNS",
+    "build_case",
+    "default_case",
+]
+
+MAX_TURNS = 1_000
+
+Case = LLMTestCase | ConversationalTestCase
+
+
+def build_case(rule: Rule, target: Target, spans: list[SpanRecord]) -> Case | Skip:
+    """The test case the rule's metric evaluates for ``target``, or a :class:`Skip`.
+
+    Uses ``rule.build_case`` when given (its exceptions become ``Skip("build_case failed: ...")``),
+    else the built-in rebuild. A case missing a field the metric requires is a Skip naming the
+    field and why, e.g. ``"missing retrieval_context: no retriever spans in this turn"``; when
+    the instrumentation was told not to capture content, the reason names its setting.
+    Never raises.
+    """
+    notes: dict[str, str] = {}
+    try:
+        if rule.build_case is not None:
+            try:
+                built = rule.call_build_case(spans, target)
+            except Exception as exc:
+                return Skip(f"build_case failed: {type(exc).__name__}: {_short(str(exc))}")
+            if isinstance(built, Skip):
+                return built
+            if not isinstance(built, LLMTestCase | ConversationalTestCase):
+                return Skip(
+                    f"build_case failed: returned {type(built).__name__}, expected a test case"
+                )
+            case: Case | Skip = built
+        else:
+            case = default_case(
+                target, spans, notes, context_fallback=getattr(rule, "context_fallback", True)
+            )
+        if isinstance(case, Skip):
+            return case
+        missing = _missing(rule.metric, case)
+    except Exception as exc:  # a bug or an unforeseen span shape: skip this target, keep going
+        return Skip(f"rebuild failed: {type(exc).__name__}: {_short(str(exc))}")
+    if missing:
+        default = (
+            "build_case gave none" if rule.build_case is not None else "not found in the spans"
+        )
+        reason = "; ".join(f"missing {name}: {notes.get(name, default)}" for name in missing)
+        return Skip(reason, missing)
+    return case
+
+
+def default_case(
+    target: Target,
+    spans: list[SpanRecord],
+    notes: dict[str, str] | None = None,
+    *,
+    context_fallback: bool = True,
+) -> Case | Skip:
+    """The built-in rebuild (no metric check). ``notes`` receives, per field that could not be
+    filled, why; an ``input``/``actual_output`` that was not found is the empty string."""
+    notes = {} if notes is None else notes
+    tree = SpanTree(spans)
+    if target.target_type == "conversation":
+        return _conversation_case(target, spans, tree, notes)
+    span = target.span
+    if span is None:
+        return Skip(f"the {target.target_type} target has no span to rebuild from")
+    if target.target_type == "trace":
+        trace_spans = [s for s in spans if s.trace_id == span.trace_id]
+        ordered = sorted(trace_spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+        agents = [s for s in ordered if span_kind(s) == "agent"]
+        llms = [s for s in ordered if span_kind(s) == "llm"]
+        # the root speaks for the trace; if it captured nothing, the first turn's input and
+        # the last turn's output do
+        text_in = _first_text([span, *agents, *llms], "input", notes)
+        text_out = _first_text([span, *reversed(agents), *reversed(llms)], "actual_output", notes)
+        scope = [s for s in trace_spans if s.span_id != span.span_id]
+        where = "this trace"
+        models = llms
+    else:
+        scope = tree.scope_of(span)
+        text_in, text_out = _turn_text(span, tree, notes)
+        where = (
+            "this agent turn"
+            if target.target_type == "agent"
+            else "this turn (before the LLM call)"
+        )
+        models = (
+            [span] if target.target_type == "llm" else [s for s in scope if span_kind(s) == "llm"]
+        )
+    truncated: list[str] = []
+    retrieval, source = context_of(scope, models, notes, where, truncated, context_fallback)
+    tools = tools_called(scope, notes, where)
+    metadata: dict[str, Any] = {
+        "target_type": target.target_type,
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "dialect": read_span(span).dialect,
+    }
+    if source is not None:
+        metadata["context_source"] = source
+    text_in = cap(text_in or "", "input", truncated)
+    text_out = cap(text_out or "", "actual_output", truncated)
+    if truncated:
+        metadata["truncated_fields"] = truncated
+    return LLMTestCase(
+        input=text_in,
+        actual_output=text_out,
+        retrieval_context=retrieval,
+        tools_called=tools,
+        metadata=metadata,
+        name=span.name,
+    )
+
+
+def _conversation_case(
+    target: Target, spans: list[SpanRecord], tree: SpanTree, notes: dict[str, str]
+) -> ConversationalTestCase | Skip:
+    turns_of = list(target.turn_spans) or turn_spans(target.target_id, spans)
+    dropped = max(0, len(turns_of) - MAX_TURNS // 2)
+    turns_of = turns_of[dropped:]  # two turns per span; keep the most recent
+    turns: list[Turn] = []
+    truncated: list[str] = []
+    empty = 0
+    why: list[str] = []
+    for position, span in enumerate(turns_of):
+        local: dict[str, str] = {}
+        text_in, text_out = _turn_text(span, tree, local)
+        if not text_in and not text_out:
+            empty += 1
+            why.extend(local.values())
+            continue
+        if text_in:
+            turns.append(
+                Turn(role="user", content=cap(text_in, f"turns[{position}].user", truncated))
+            )
+        if text_out:
+            scope = tree.subtree(span)
+            where = "this agent turn"
+            turns.append(
+                Turn(
+                    role="assistant",
+                    content=cap(text_out, f"turns[{position}].assistant", truncated),
+                    retrieval_context=retrieval_context(scope, {}, where, truncated),
+                    tools_called=tools_called(scope, {}, where),
+                    metadata={"trace_id": span.trace_id, "span_id": span.span_id},
+                )
+            )
+    if not turns:
+        reasons = _short("; ".join(sorted(set(why))), 500)
+        return Skip(
+            f"missing turns: none of the {len(turns_of)} turn span(s) of conversation "
+            f"{target.target_id!r} had input or output text" + (f" ({reasons})" if reasons else ""),
+            ["turns"],
+        )
+    metadata: dict[str, Any] = {
+        "target_type": "conversation",
+        "conversation_id": target.target_id,
+        "turn_spans": len(turns_of),
+    }
+    if empty:
+        metadata["turn_spans_without_text"] = empty
+    if dropped:
+        metadata["turn_spans_dropped"] = dropped
+    if truncated:
+        metadata["truncated_fields"] = truncated
+    return ConversationalTestCase(turns=turns, metadata=metadata, name=target.target_id)
+
+
+def _missing(metric: Any, case: Case) -> list[str]:
+    found = metric.missing_fields(case)
+    missing = [str(name) for name in found] if isinstance(found, list | tuple) else []
+    if isinstance(case, LLMTestCase):
+        required = getattr(metric, "required_fields", ("input", "actual_output"))
+        # the rebuild fills absent text with "" (the model requires a str); that is missing too
+        for name in ("input", "actual_output"):
+            if name in required and not getattr(case, name) and name not in missing:
+                missing.append(name)
+    return missing
+
+
+# ====================================================================== text fields
+def _why_empty(view: GenAIView, field_name: str) -> str:
+    span = view.span
+    what = "input" if field_name == "input" else "output"
+    if view.capture_off:  # the setting to switch on explains best
+        return f"span {span.span_id} ({span.name!r}) has no {what} text: {view.capture_off}"
+    if field_name in view.notes:
+        return view.notes[field_name]
+    dialect = f"{view.dialect} span" if view.dialect else "no known GenAI dialect"
+    return f"span {span.span_id} ({span.name!r}) has no {what} text ({dialect})"
+
+
+def _turn_text(
+    span: SpanRecord, tree: SpanTree, notes: dict[str, str]
+) -> tuple[str | None, str | None]:
+    """A span's question and answer. An agent turn that carries no text itself (the official
+    OpenAI instrumentation's agent spans, an app's own turn span around an instrumented client)
+    speaks through its model calls: the first call's input, the last call's output."""
+    view = read_span(span)
+    if view.kind != "agent":
+        return _first_text([span], "input", notes), _first_text([span], "actual_output", notes)
+    # a value that is there but unreadable is reported, not papered over by the calls below
+    calls = [s for s in tree.subtree(span) if span_kind(s) == "llm"]
+    ins = [span] if "input" in view.notes else [span, *calls]
+    outs = [span] if "actual_output" in view.notes else [span, *reversed(calls)]
+    return _first_text(ins, "input", notes), _first_text(outs, "actual_output", notes)
+
+
+def _first_text(spans: Iterable[SpanRecord], field_name: str, notes: dict[str, str]) -> str | None:
+    first_note = None
+    for span in spans:
+        view = read_span(span)
+        found = view.input_text if field_name == "input" else view.output_text
+        if found and found.strip():
+            return found
+        if first_note is None:
+            first_note = _why_empty(view, field_name)  # the primary span's reason explains best
+    if first_note is not None:
+        notes.setdefault(field_name, first_note)
+    return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,103 @@
+"""Where a target's context comes from: the span tree of a trace and the turn a span belongs to.
+
+* an agent span's scope is its whole subtree;
+* an LLM span's scope is what precedes it in the same agent turn, at any depth (frameworks nest
+  the retriever and the model call under different chain spans: LangChain's
+  ``RunnableParallel`` -> retriever, then the model beside it);
+* a trace's scope is every span of the trace.
+
+Example::
+
+    tree = SpanTree(trace_spans)
+    context_spans = tree.scope_of(llm_span)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from spanjudge.evaluators.online.rebuild.dialects import kind_of, read_span
+from spanjudge.exporters.records import SpanRecord
+
+_Key = tuple[str, str]
+
+
+def _order(span: SpanRecord) -> tuple[int, str]:
+    return (span.start_time_unix_nano, span.span_id)
+
+
+class SpanTree:
+    """Parent/child links of a set of spans (several traces may be mixed; cycles are ignored)."""
+
+    def __init__(self, spans: list[SpanRecord]) -> None:
+        self.spans = spans
+        self.by_id: dict[_Key, SpanRecord] = {(s.trace_id, s.span_id): s for s in spans}
+        self.children: dict[tuple[str, str | None], list[SpanRecord]] = {}
+        for span in spans:
+            self.children.setdefault((span.trace_id, span.parent_span_id or None), []).append(span)
+
+    def parent(self, span: SpanRecord) -> SpanRecord | None:
+        if not span.parent_span_id:
+            return None
+        return self.by_id.get((span.trace_id, span.parent_span_id))
+
+    def ancestors(self, span: SpanRecord) -> Iterator[SpanRecord]:
+        """Parent, grandparent, ... (stops at a missing parent or a cycle)."""
+        seen = {span.span_id}
+        current = self.parent(span)
+        while current is not None and current.span_id not in seen:
+            seen.add(current.span_id)
+            yield current
+            current = self.parent(current)
+
+    def subtree(self, span: SpanRecord) -> list[SpanRecord]:
+        """Descendants of ``span`` (not itself), in start-time order."""
+        out: list[SpanRecord] = []
+        seen = {span.span_id}
+        stack = [span]
+        while stack:
+            node = stack.pop()
+            for child in self.children.get((node.trace_id, node.span_id), ()):
+                if child.span_id not in seen:
+                    seen.add(child.span_id)
+                    out.append(child)
+                    stack.append(child)
+        out.sort(key=_order)
+        return out
+
+    def turn_of(self, span: SpanRecord) -> SpanRecord | None:
+        """The nearest enclosing agent span (the turn), or the top-most known ancestor when no
+        agent span encloses ``span``; ``None`` for a span without ancestors."""
+        top = None
+        for ancestor in self.ancestors(span):
+            if kind_of(ancestor) == "agent":
+                return ancestor
+            top = ancestor
+        return top
+
+    def scope_of(self, span: SpanRecord) -> list[SpanRecord]:
+        """The spans whose retrievals and tool calls belong to ``span``'s evaluation."""
+        if kind_of(span) == "agent":
+            return self.subtree(span)
+        turn = self.turn_of(span)
+        if turn is None:
+            return []
+        own = {s.span_id for s in self.subtree(span)}
+        return [
+            s
+            for s in self.subtree(turn)
+            if s.span_id != span.span_id
+            and s.span_id not in own
+            and s.start_time_unix_nano < span.start_time_unix_nano
+        ]
+
+    def conversation_of(self, span: SpanRecord) -> str | None:
+        """The span's conversation id, or its nearest ancestor's."""
+        own = read_span(span).conversation_id
+        if own:
+            return own
+        for ancestor in self.ancestors(span):
+            found = read_span(ancestor).conversation_id
+            if found:
+                return found
+        return None

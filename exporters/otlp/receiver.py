@@ -1,0 +1,276 @@
+"""An OTLP/HTTP receiver: ``POST /v1/traces`` hands decoded spans to a sink, ``POST /v1/logs``
+the GenAI content events among the log records to a second one (404 without it).
+
+Both signals share one request handler. It speaks what an OpenTelemetry SDK or a Collector's
+``otlphttp`` exporter expects, so they retry exactly when they should: 200 with an
+``ExportTraceServiceResponse`` (``ExportLogsServiceResponse``) in the request's encoding; 400
+for a malformed body (a ``google.rpc.Status`` message says why); 401 without the right bearer
+token (compared in constant time); 413 over the body or decompressed-size limit (checked on
+``Content-Length`` first, then while streaming, so a gzip bomb never inflates past the limit);
+415 for other media types or content encodings; 503 with ``Retry-After`` when the store is not
+keeping up (``backpressure()`` returns seconds, or the sink raises :class:`Backpressure` or
+fails). ``GET /healthz`` (live), ``GET /readyz`` (``ready()``) and an optional ``/metrics``
+mount complete it.
+
+Example::
+
+    app = create_receiver_app(
+        sink=store.write_spans, log_sink=store.write_logs, bearer_token="s3cret"
+    )
+    serve_receiver(app, host="127.0.0.1", port=4318)
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from spanjudge.exporters.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
+from spanjudge.exporters.otlp.feedback_route import feedback_endpoint
+from spanjudge.exporters.otlp.http import (
+    DEFAULT_RETRY_AFTER,
+    Backpressure,
+    Rejected,
+    gunzip_limited,
+    media_type,
+    read_limited,
+    retry_after_header,
+    status_body,
+)
+from spanjudge.exporters.otlp.logs import decode_logs
+from spanjudge.exporters.otlp.serving import BackgroundServer, serve_receiver
+from spanjudge.exporters.records import LogEvent, SpanRecord
+from spanjudge.exporters.telemetry import Telemetry
+
+__all__ = [
+    "BackgroundServer",  # running the app: exporters.otlp.serving, importable from here too
+    "Backpressure",
+    "Rejected",
+    "create_receiver_app",
+    "gunzip_limited",
+    "serve_receiver",
+]
+
+logger = logging.getLogger("spanjudge.receiver")
+
+Sink = Callable[[list[SpanRecord]], None]
+LogSink = Callable[[list[LogEvent]], None]
+
+
+@dataclass(frozen=True)
+class _Signal:
+    """What differs between /v1/traces and /v1/logs: the decoder, the answer, the words."""
+
+    items: str  # "spans" | "log records", for messages
+    decode: Callable[[bytes, str, list[str]], Sequence[Any]]
+    response: Callable[[], Any]  # ExportTraceServiceResponse | ExportLogsServiceResponse
+    rejected_field: str  # its partial_success counter
+
+    def success(self, media: str, rejected: list[str]) -> Response:
+        # Items with invalid ids are dropped alone, not the whole batch: OTLP partial success
+        # tells the client how many, and it must not retry them.
+        message: Message = self.response()
+        if rejected:
+            setattr(message.partial_success, self.rejected_field, len(rejected))  # type: ignore[attr-defined]
+            more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+            message.partial_success.error_message = rejected[0] + more  # type: ignore[attr-defined]
+        if media == PROTOBUF:
+            return Response(message.SerializeToString(), media_type=PROTOBUF)
+        return Response(json_format.MessageToJson(message, indent=None), media_type=JSON)
+
+
+def _decode_logs(body: bytes, media: str, rejected: list[str]) -> list[LogEvent]:
+    ignored: Counter[str] = Counter()
+    events = decode_logs(body, media, rejected=rejected, ignored=ignored)
+    if ignored:
+        # other logs share the pipeline (a Collector forwards all of them): expected, quiet
+        logger.debug("receiver ignored log records: %s", dict(ignored))
+    return events
+
+
+_TRACES = _Signal(
+    "spans",
+    lambda body, media, rejected: decode_traces(body, media, rejected=rejected),
+    ExportTraceServiceResponse,
+    "rejected_spans",
+)
+_TRACES_WITH_BYTES = replace(
+    _TRACES,
+    decode=lambda body, media, rejected: decode_traces(
+        body, media, rejected=rejected, keep_bytes=True
+    ),
+)
+_LOGS = _Signal("log records", _decode_logs, ExportLogsServiceResponse, "rejected_log_records")
+
+
+def create_receiver_app(
+    *,
+    sink: Sink,
+    log_sink: LogSink | None = None,
+    bearer_token: str | None = None,
+    max_body_bytes: int = 8 * 2**20,
+    max_decompressed_bytes: int = 64 * 2**20,
+    ready: Callable[[], bool] | None = None,
+    backpressure: Callable[[], float | None] | None = None,
+    telemetry: Telemetry | None = None,
+    metrics_app: Any = None,
+    feedback_sink: Callable[[bytes], dict[str, Any]] | None = None,
+    keep_span_bytes: bool = False,
+) -> Starlette:
+    """Build the receiver's ASGI app; ``sink(records)`` (spans) and ``log_sink(events)`` (GenAI
+    content events from ``/v1/logs``, served only when given) run in a worker thread per request;
+    so does ``feedback_sink`` (``POST /v1/feedback``,
+    :mod:`~spanjudge.exporters.otlp.feedback_route`). ``keep_span_bytes`` (enrich mode): the sink
+    gets a :class:`~spanjudge.exporters.otlp.decode.ReceivedSpans` with each span's bytes.
+
+    Example::
+
+        received: list[SpanRecord] = []
+        events: list[LogEvent] = []
+        app = create_receiver_app(sink=received.extend, log_sink=events.extend)
+    """
+    expected = bearer_token.encode() if bearer_token else None
+    spans_signal = _TRACES_WITH_BYTES if keep_span_bytes else _TRACES
+
+    def check_auth(request: Request) -> None:
+        if expected is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        # Compare even on a wrong scheme so timing does not tell which part was wrong.
+        ok = hmac.compare_digest(token.strip().encode(), expected)
+        if not (ok and scheme.lower() == "bearer"):
+            raise Rejected(
+                401,
+                "missing or invalid bearer token",
+                {"WWW-Authenticate": 'Bearer realm="spanjudge"'},
+            )
+
+    def decode_body(
+        signal: _Signal, body: bytes, media: str, content_encoding: str
+    ) -> tuple[Sequence[Any], list[str]]:
+        if content_encoding == "gzip":
+            body = gunzip_limited(body, max_decompressed_bytes)
+        elif len(body) > max_decompressed_bytes:
+            raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
+        rejected: list[str] = []
+        try:
+            return signal.decode(body, media, rejected), rejected
+        except OtlpDecodeError as exc:
+            raise Rejected(400, str(exc)) from None
+
+    def answer(status: int, media: str, encoding: str, spans: int = 0) -> None:
+        if telemetry is not None:
+            telemetry.record_receiver_request(status, encoding, spans)
+
+    async def export(
+        request: Request, signal: _Signal, store: Callable[[list[Any]], None]
+    ) -> Response:
+        media = media_type(request.headers.get("content-type"))
+        encoding = {PROTOBUF: "protobuf", JSON: "json"}.get(media, "other")
+        reply_media = media if media in (PROTOBUF, JSON) else JSON
+        try:
+            check_auth(request)
+            if encoding == "other":
+                raise Rejected(415, f"unsupported Content-Type {media!r}; use {PROTOBUF} or {JSON}")
+            content_encoding = request.headers.get("content-encoding", "identity").strip().lower()
+            if content_encoding not in ("identity", "gzip", ""):
+                raise Rejected(415, f"unsupported Content-Encoding {content_encoding!r}")
+            if backpressure is not None:
+                wait = backpressure()
+                if wait is not None:
+                    raise Rejected(
+                        503, "store is not keeping up", {"Retry-After": retry_after_header(wait)}
+                    )
+            body = await read_limited(request, max_body_bytes)
+            # Inflating and decoding megabytes is CPU work: off the event loop, so health
+            # probes and other requests are answered meanwhile.
+            records, rejected = await run_in_threadpool(
+                decode_body, signal, body, media, content_encoding
+            )
+            if records:
+                try:
+                    # (a list already, maybe a ReceivedSpans with the spans' bytes: kept)
+                    batch = records if isinstance(records, list) else list(records)
+                    await run_in_threadpool(store, batch)
+                except Backpressure as exc:
+                    raise Rejected(
+                        503, str(exc), {"Retry-After": retry_after_header(exc.retry_after)}
+                    ) from None
+                except Exception as exc:
+                    # A failing store is transient from the client's view: 503 makes the SDK
+                    # and the Collector retry instead of dropping the batch.
+                    logger.warning("receiver sink failed", exc_info=True)
+                    raise Rejected(
+                        503,
+                        f"could not store {signal.items}: {type(exc).__name__}",
+                        {"Retry-After": retry_after_header(DEFAULT_RETRY_AFTER)},
+                    ) from None
+        except Rejected as reject:
+            answer(reject.status, media, encoding)
+            response = status_body(reject.status, reject.message, reply_media)
+            response.headers.update(reject.headers)
+            return response
+        # the span counter counts spans only; log requests are counted by code and encoding
+        answer(200, media, encoding, len(records) if signal is spans_signal else 0)
+        return signal.success(media, rejected)
+
+    async def traces(request: Request) -> Response:
+        return await export(request, spans_signal, sink)
+
+    async def logs(request: Request) -> Response:
+        assert log_sink is not None  # routed only when given
+        return await export(request, _LOGS, log_sink)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            is_ready = ready() if ready is not None else True
+        except Exception:
+            logger.warning("readiness check failed", exc_info=True)
+            is_ready = False
+        if is_ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready"}, status_code=503)
+
+    routes: list[Route | Mount] = [
+        Route("/v1/traces", traces, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    if log_sink is not None:
+        routes.append(Route("/v1/logs", logs, methods=["POST"]))
+    if feedback_sink is not None:
+        limits = (max_body_bytes, max_decompressed_bytes)
+        handler = feedback_endpoint(feedback_sink, check_auth, answer, limits)
+        routes.append(Route("/v1/feedback", handler, methods=["POST"]))
+    if metrics_app is not None:
+        # Served at exactly /metrics (no redirect to /metrics/), where Prometheus scrapes.
+        routes.append(Route("/metrics", _AsgiEndpoint(metrics_app), methods=["GET"]))
+        routes.append(Mount("/metrics", app=metrics_app))
+    return Starlette(routes=routes)
+
+
+class _AsgiEndpoint:
+    # Starlette treats plain functions as request handlers; an instance is mounted as ASGI.
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)

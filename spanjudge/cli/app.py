@@ -1,0 +1,348 @@
+"""The ``spanjudge`` command line: ``demo``, ``worker``, ``backfill``, ``explain``, and the review
+commands of :mod:`spanjudge.cli.review` (``feedback``, ``calibration``, ``export``, ``scores``).
+
+Each command imports what it needs when it runs, so ``spanjudge --version`` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from spanjudge._version import __version__
+from spanjudge.cli.review import COMMANDS as REVIEW_COMMANDS
+
+if TYPE_CHECKING:
+    from rich.tree import Tree
+
+    from spanjudge.evaluators.online.review.explain import Explanation, RuleVerdict
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spanjudge")
+def cli() -> None:
+    """LLM-as-a-judge scores for production traces."""
+
+
+@cli.command()
+@click.option(
+    "--judge",
+    "judge_model",
+    default=None,
+    metavar="MODEL",
+    help="A litellm model string (e.g. gpt-4o-mini). Default: the offline scripted judge.",
+)
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Send traces and evaluation spans to this OTLP/HTTP endpoint "
+    "(default: OTEL_EXPORTER_OTLP_ENDPOINT if set, else nowhere).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="Span store (default: a fresh SQLite file in a temporary folder).",
+)
+@click.option(
+    "--judge-base-url",
+    default=None,
+    metavar="URL",
+    help="The judge's OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio), e.g. "
+    "http://127.0.0.1:8080/v1; use with --judge openai/<model name>.",
+)
+@click.option(
+    "--judge-api-key-env",
+    default=None,
+    metavar="NAME",
+    help="The environment variable that holds the judge's API key (the key is never printed).",
+)
+@click.option(
+    "--structured-output",
+    type=click.Choice(["auto", "json_schema", "json_object", "tools", "prompt"]),
+    default="auto",
+    show_default=True,
+    help="How the judge is asked for JSON; auto tries each form the server accepts.",
+)
+@click.option(
+    "--judge-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Timeout of one judge call (raise it for a slow local model).",
+)
+def demo(
+    judge_model: str | None,
+    otlp_endpoint: str | None,
+    store_url: str | None,
+    judge_base_url: str | None,
+    judge_api_key_env: str | None,
+    structured_output: str,
+    judge_timeout: float,
+) -> None:
+    """Trace a small support agent, evaluate it with all three metrics, print the scores."""
+    from spanjudge._demo.run import run_demo
+
+    if (judge_base_url or judge_api_key_env) and not judge_model:
+        raise click.UsageError("--judge-base-url and --judge-api-key-env need --judge MODEL")
+    options: dict[str, object] = {
+        "structured_output": structured_output,
+        "timeout": judge_timeout,
+        "api_key_env": judge_api_key_env,
+    }
+    if judge_api_key_env and not os.environ.get(judge_api_key_env):
+        raise click.UsageError(f"--judge-api-key-env {judge_api_key_env}: that variable is not set")
+    if judge_base_url:
+        options["api_base"] = judge_base_url
+    sys.exit(
+        run_demo(
+            judge_model=judge_model,
+            otlp_endpoint=otlp_endpoint,
+            store_url=store_url,
+            judge_options=options,
+        )
+    )
+
+
+@cli.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TOML or YAML settings file; SPANJUDGE_* environment variables override it.",
+)
+def worker(config_path: str | None) -> None:
+    """Receive OTLP/HTTP spans, evaluate them under the configured rules, emit the scores."""
+    from spanjudge.settings import ConfigError, load_settings
+    from spanjudge.worker.service import run_worker
+
+    try:
+        settings = load_settings(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(run_worker(settings))
+
+
+@cli.command()
+@click.option(
+    "--since", required=True, help="How far back: a duration (30m, 6h, 2d) or a Unix time."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Worker settings file with the store and the rules to apply.",
+)
+def backfill(since: str, config_path: str | None) -> None:
+    """Evaluate stored spans from the past under the current rules."""
+    from spanjudge.settings import ConfigError, load_settings
+    from spanjudge.worker.service import run_backfill
+
+    try:
+        settings = load_settings(config_path)
+        start = parse_since(since, now=time.time())
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(run_backfill(settings, since=start))
+
+
+@cli.command()
+@click.argument("trace_id")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Worker settings file with the store and the rules to explain.",
+)
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="Span store to read (default: the settings' store_url).",
+)
+def explain(trace_id: str, config_path: str | None, store_url: str | None) -> None:
+    """Show how each span of a stored trace is read and what the rules would evaluate.
+
+    Never calls the judge. Exit code 2 when the trace is not in the store.
+    """
+    from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
+    from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
+    from spanjudge.exporters.store import open_store
+    from spanjudge.settings import ConfigError, load_settings
+    from spanjudge.worker.service import _safe_url, build_rules
+
+    overrides = {"store_url": store_url} if store_url else {}
+    try:
+        settings = load_settings(config_path, **overrides)
+        configured = bool(settings.rules or settings.rules_entrypoint)
+        # the metrics need a judge object; this one refuses every call
+        judge = OfflineJudge(settings.judge_model)
+        rules = build_rules(settings, judge) if configured else []
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    trace_id = trace_id.strip().lower()
+    where = _safe_url(settings.store_url)
+    missing = _missing_sqlite_file(settings.store_url)
+    if missing is not None:  # opening it would create an empty database
+        click.echo(f"no span store at {missing} ({where}); pass --store or --config", err=True)
+        sys.exit(2)
+    store = open_store(settings.store_url)
+    try:
+        spans = load_trace(store, trace_id)
+        if not spans:
+            click.echo(
+                f"trace {trace_id} is not in the store {where} "
+                "(wrong id or store, not arrived yet, or deleted by retention)",
+                err=True,
+            )
+            sys.exit(2)
+        conversations = {
+            cid: load_conversation(store, cid)
+            for cid in sorted({s.conversation_id for s in spans if s.conversation_id})
+        }
+    finally:
+        store.close()
+    explanation = explain_trace(trace_id, spans, rules, conversations=conversations)
+    _print_explanation(explanation, configured)
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite store URL whose file does not exist, else None."""
+    from pathlib import Path
+
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://") :]
+        path = path[1:] if path.startswith("/") else path
+    elif "://" in url:
+        return None
+    else:
+        path = url
+    if not path or path == ":memory:" or Path(path).exists():
+        return None
+    return path
+
+
+def _print_explanation(explanation: Explanation, configured: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    console = Console(highlight=False)
+    lines = explanation.spans
+    root = Tree(
+        f"[bold]trace {explanation.trace_id}[/]: {len(lines)} spans, "
+        f"{explanation.unrecognised} read by no dialect"
+    )
+    nodes: list[Tree] = [root]
+    for line in lines:
+        del nodes[line.depth + 1 :]
+        if line.dialect is None:
+            keys = ", ".join(line.attribute_keys[:10])
+            more = ", ..." if len(line.attribute_keys) > 10 else ""
+            label = f"[yellow]not read by any dialect[/] (attributes: {escape(keys + more)})"
+        else:
+            label = " · ".join(
+                [line.dialect, line.kind or "no GenAI kind"]
+                + ([f"conversation {escape(line.conversation_id)}"] if line.conversation_id else [])
+            )
+        node = nodes[-1].add(f"[bold]{escape(line.name)}[/] {line.span_id}  {label}")
+        if line.capture_off:
+            node.add(f"[yellow]capture off:[/] {escape(line.capture_off)}")
+        for verdict in line.rules:
+            _add_verdict(node, verdict)
+        nodes.append(node)
+    console.print(root)
+    for conversation in explanation.conversations:
+        tree = Tree(
+            f"[bold]conversation {escape(conversation.conversation_id)}[/]: "
+            f"{len(conversation.turns)} turn(s)"
+        )
+        for trace_id, span_id, name in conversation.turns:
+            tree.add(f"turn {escape(name)} {trace_id}/{span_id}")
+        for verdict in conversation.rules:
+            _add_verdict(tree, verdict)
+        console.print(tree)
+    if explanation.misses:
+        tree = Tree("[bold]rules without a target in this trace[/]")
+        for miss in explanation.misses:
+            tree.add(
+                f"rule {escape(miss.rule)} ({miss.target_type}): {miss.reason}; "
+                f"spans seen: {escape(miss.seen)}"
+            )
+        console.print(tree)
+    if not configured:
+        console.print("no rules configured (--config): only how the spans are read is shown")
+
+
+def _add_verdict(parent: Tree, verdict: RuleVerdict) -> None:
+    from rich.markup import escape
+
+    status = verdict.status
+    if status == "not sampled":
+        status += f" (sample rate {verdict.sample_rate:g})"
+    color = {"would evaluate": "green", "skipped": "red"}.get(verdict.status, "yellow")
+    node = parent.add(
+        f"rule [bold]{escape(verdict.rule)}[/] ({verdict.metric} on {verdict.target_type}): "
+        f"[{color}]{status}[/]"
+    )
+    if verdict.skip is not None:
+        node.add(f"skip reason: {escape(verdict.skip)}")
+    case = verdict.case
+    if case is None:
+        return
+    if case.turns:
+        for role, text in case.turns:
+            node.add(f"{role}: {escape(text)}")
+        return
+    node.add(f"input: {escape(case.input or '')}")
+    node.add(f"output: {escape(case.actual_output or '')}")
+    if case.retrieval_context:
+        context = node.add(f"retrieval context (from {case.context_source}):")
+        for text in case.retrieval_context:
+            context.add(escape(text))
+    if case.tools_called:
+        node.add(f"tools called: {escape(', '.join(case.tools_called))}")
+
+
+_SINCE_HELP = "expected e.g. 30m, 6h, 2d or a Unix time"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, *, now: float) -> float:
+    """``"90m"``, ``"6h"``, ``"2d"`` -> that long before ``now``; a plain number is a Unix time."""
+    value = text.strip().lower()
+    if value and value[-1] in _UNITS:
+        try:
+            amount = float(value[:-1])
+        except ValueError:
+            raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+        if amount < 0:
+            raise ValueError(f"--since {text!r}: a duration cannot be negative")
+        return now - amount * _UNITS[value[-1]]
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+
+
+for _command in REVIEW_COMMANDS:
+    cli.add_command(_command)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

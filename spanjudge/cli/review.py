@@ -1,0 +1,348 @@
+"""The review commands: ``feedback``, ``calibration``, ``export`` and ``scores``.
+
+They read and write the store the worker uses (``--store URL``, or ``--config`` for the
+worker's settings file; default ``$SPANJUDGE_STORE_URL``, else ``./spanjudge.db``), so they work
+on the embedded default where no tracing backend runs. Registered on the ``spanjudge`` group by
+:mod:`spanjudge.cli.app`. Exit code 2 when the store file or the target is not there, or an argument
+is refused (the message names it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from spanjudge.evaluators.online.review.agreement import Agreement, Estimate
+    from spanjudge.exporters.store import SpanStore
+    from spanjudge.settings import WorkerSettings
+
+__all__ = ["COMMANDS"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+REASON_CHARS = 80
+# piped output (a file, a CI log) is not cut to 80 columns: ids stay whole
+PIPED_WIDTH = 240
+
+
+def _store_options(func: _F) -> _F:
+    func = click.option(
+        "--store",
+        "store_url",
+        default=None,
+        metavar="URL",
+        help="Span store (default: the settings' store_url, else $SPANJUDGE_STORE_URL, "
+        "else ./spanjudge.db).",
+    )(func)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="Worker settings file (its store_url and rules).",
+    )(func)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _since(text: str | None) -> float | None:
+    from spanjudge.cli.app import parse_since
+
+    if text is None:
+        return None
+    try:
+        return parse_since(text, now=time.time())
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+def _settings(config_path: str | None, store_url: str | None) -> WorkerSettings:
+    from spanjudge.settings import ConfigError, load_settings
+
+    overrides = {"store_url": store_url} if store_url else {}
+    try:
+        return load_settings(config_path, **overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@contextmanager
+def _opened(settings: WorkerSettings) -> Iterator[SpanStore]:
+    from spanjudge.cli.app import _missing_sqlite_file
+    from spanjudge.exporters.store import open_store
+    from spanjudge.worker.service import _safe_url
+
+    missing = _missing_sqlite_file(settings.store_url)
+    if missing is not None:  # opening it would create an empty database
+        _fail(f"no span store at {missing} ({_safe_url(settings.store_url)}); pass --store")
+    store = open_store(settings.store_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _rules(settings: WorkerSettings) -> list[Any]:
+    """The configured rules (judge calls refused), or none without a rules setting."""
+    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.settings import ConfigError
+    from spanjudge.worker.service import build_rules
+
+    if not (settings.rules or settings.rules_entrypoint):
+        return []
+    try:
+        return build_rules(settings, OfflineJudge(settings.judge_model))
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+# ------------------------------------------------------------------------------ feedback
+@click.command()
+@click.argument("trace_id", required=False)
+@click.option("--metric", required=True, help="The metric the label is about (faithfulness...).")
+@click.option("--label", required=True, type=click.Choice(["pass", "fail"]))
+@click.option("--span", "span_id", default=None, help="Label one span of the trace.")
+@click.option("--conversation", "conversation_id", default=None, help="Label a conversation.")
+@click.option("--score", type=float, default=None, help="Your own score in [0, 1].")
+@click.option("--note", default=None, help="Why (kept with the label, shown in the trace).")
+@click.option("--annotator", default=None, help="Who labels (a name or an id).")
+@click.option("--rule", default=None, help="Only this rule's results (default: every rule).")
+@_store_options
+def feedback(
+    trace_id: str | None,
+    metric: str,
+    label: str,
+    span_id: str | None,
+    conversation_id: str | None,
+    score: float | None,
+    note: str | None,
+    annotator: str | None,
+    rule: str | None,
+    config_path: str | None,
+    store_url: str | None,
+) -> None:
+    """Record a person's pass/fail label on a trace, a span or a conversation."""
+    from spanjudge.human_feedback import FeedbackError, parse_feedback, record_feedback
+
+    settings = _settings(config_path, store_url)
+    given = {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "conversation_id": conversation_id,
+        "metric": metric,
+        "label": label,
+        "score": score,
+        "note": note,
+        "annotator": annotator,
+        "rule": rule,
+    }
+    try:
+        item = parse_feedback({k: v for k, v in given.items() if v is not None}, source="cli")
+        with _opened(settings) as store:
+            metrics = [r.metric.name for r in _rules(settings)]
+            stored = record_feedback(store, item, metrics=metrics)
+    except FeedbackError as exc:
+        _fail(str(exc))
+    target = conversation_id or f"{stored.trace_id}" + (f"/{span_id}" if span_id else "")
+    click.echo(f"feedback {stored.feedback_id}: {metric} {label} on {target}")
+
+
+# ------------------------------------------------------------------------------ calibration
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH)
+
+
+def _ci(estimate: Estimate) -> str:
+    if estimate.value is None:
+        return "-"
+    if estimate.low is None or estimate.high is None:
+        return f"{estimate.value:.2f}"
+    return f"{estimate.value:.2f} [{estimate.low:.2f}, {estimate.high:.2f}]"
+
+
+@click.command()
+@click.option("--since", default="30d", show_default=True, help="Labels of this period (6h, 30d).")
+@click.option("--metric", default=None, help="Only this metric.")
+@click.option("--rule", default=None, help="Only this rule.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_store_options
+def calibration(
+    since: str,
+    metric: str | None,
+    rule: str | None,
+    as_json: bool,
+    config_path: str | None,
+    store_url: str | None,
+) -> None:
+    """How often the judge agrees with people, per rule and metric (95% intervals)."""
+    from spanjudge.evaluators.online.review.agreement import agreement
+
+    settings = _settings(config_path, store_url)
+    start = _since(since)
+    with _opened(settings) as store:
+        tables = agreement(store.labelled_results(metric=metric, rule=rule, since=start))
+    if as_json:
+        click.echo(json.dumps([asdict(t) for t in tables], indent=2))
+        return
+    _print_calibration(tables, settings.agreement_min_labels, since)
+
+
+def _print_calibration(tables: list[Agreement], min_labels: int, since: str) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not tables:
+        console.print(
+            f"no labelled results in the last {since}: label some with spanjudge feedback"
+        )
+        return
+    table = Table(title=f"judge vs people, last {since} (fail = positive; 95% intervals)")
+    for name in ("rule", "metric", "labels", "accuracy", "fails caught (TPR)",
+                 "passes passed (TNR)", "Cohen's kappa", "TP/FP/FN/TN"):  # fmt: skip
+        table.add_column(name, overflow="fold")
+    for t in tables:
+        table.add_row(
+            t.rule,
+            t.metric,
+            str(t.labels) + (" (few)" if t.labels < min_labels else ""),
+            _ci(t.accuracy),
+            _ci(t.true_positive_rate),
+            _ci(t.true_negative_rate),
+            _ci(t.kappa),
+            f"{t.both_fail}/{t.judge_only_fail}/{t.judge_only_pass}/{t.both_pass}",
+        )
+    console.print(table)
+    console.print(f"(few): under agreement_min_labels = {min_labels}; the alert waits for them")
+
+
+# ------------------------------------------------------------------------------ export
+@click.command()
+@click.option("--metric", default=None, help="Only this metric's results.")
+@click.option("--rule", default=None, help="Only this rule's results.")
+@click.option(
+    "--label",
+    type=click.Choice(["pass", "fail"]),
+    default=None,
+    help="Only this verdict: a person's label when there is one, else the judge's.",
+)
+@click.option("--since", default=None, help="Results of this period (7d); default: all.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["deepeval", "jsonl"]), default="deepeval",
+    show_default=True, help="deepeval: a JSON list of goldens; jsonl: one per line.",
+)  # fmt: skip
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+@_store_options
+def export(
+    metric: str | None,
+    rule: str | None,
+    label: str | None,
+    since: str | None,
+    fmt: str,
+    output: str,
+    config_path: str | None,
+    store_url: str | None,
+) -> None:
+    """Write the rebuilt test cases of stored results as a regression dataset."""
+    from spanjudge.evaluators.dataset import write_dataset
+    from spanjudge.evaluators.online.review.export import export_cases
+
+    settings = _settings(config_path, store_url)
+    start = _since(since)
+    rules = {r.name: r for r in _rules(settings)}
+    with _opened(settings) as store:
+        found = export_cases(store, metric=metric, rule=rule, label=label, since=start, rules=rules)
+    kinds = {item.result.target_type == "conversation" for item in found.items}
+    if len(kinds) > 1:  # deepeval refuses the mix in either file format
+        _fail(
+            "a dataset holds single-turn or conversation cases, not both: "
+            "pick one kind with --metric or --rule"
+        )
+    written = write_dataset([item.golden() for item in found.items], output, fmt)
+    click.echo(f"wrote {written} test case(s) to {output} ({fmt})")
+    for result, reason in found.skipped:
+        click.echo(f"not rebuilt: {result.rule} {result.target_id}: {reason}", err=True)
+
+
+# ------------------------------------------------------------------------------ scores
+@click.command()
+@click.option("--metric", default=None, help="Only this metric.")
+@click.option("--rule", default=None, help="Only this rule.")
+@click.option("--label", type=click.Choice(["pass", "fail", "error", "skipped"]), default=None)
+@click.option("--since", default="24h", show_default=True, help="Results of this period.")
+@click.option("--service", default=None, help="Only results of this service.")
+@click.option("--limit", default=50, show_default=True, help="The most recent N results.")
+@_store_options
+def scores(
+    metric: str | None,
+    rule: str | None,
+    label: str | None,
+    since: str,
+    service: str | None,
+    limit: int,
+    config_path: str | None,
+    store_url: str | None,
+) -> None:
+    """Print recent results as a table, for setups without a tracing backend."""
+    from spanjudge.exporters.telemetry import evaluation_label
+
+    settings = _settings(config_path, store_url)
+    start = _since(since)
+    with _opened(settings) as store:
+        results = [
+            r
+            for r in store.results(metric=metric, rule=rule, since=start, limit=100_000)
+            if (label is None or evaluation_label(r) == label)
+            and (service is None or r.service_name == service)
+        ][-limit:]
+        labels = store.feedback_on(results)
+    _print_scores(results, labels, since)
+
+
+def _print_scores(results: list[Any], labels: list[list[Any]], since: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from spanjudge.exporters.telemetry import evaluation_label
+
+    console = _console()
+    if not results:
+        console.print(f"no results in the last {since}")
+        return
+    table = Table(title=f"{len(results)} most recent result(s), last {since}")
+    for name in ("trace id", "target", "metric", "score", "label", "human"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("reason", overflow="fold")
+    table.add_column("judge model", overflow="fold")
+    table.add_column("cost", no_wrap=True)
+    for r, people in zip(results, labels, strict=True):
+        reason = r.reason or r.skip_reason or r.error_message or ""
+        if len(reason) > REASON_CHARS:
+            reason = reason[: REASON_CHARS - 3] + "..."
+        table.add_row(
+            r.trace_id or "-",
+            f"{r.target_type} {r.target_id}",
+            r.metric,
+            "-" if r.score is None else f"{r.score:.2f}",
+            evaluation_label(r),
+            people[-1].label if people else "",
+            escape(reason),
+            r.judge_model or "-",
+            "-" if r.cost is None else f"${r.cost:.5f}",
+        )
+    console.print(table)
+
+
+COMMANDS = (feedback, calibration, export, scores)
