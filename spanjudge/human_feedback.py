@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spanjudge.errors import FeedbackError
 from spanjudge.exporters.records import FeedbackRecord
 from spanjudge.settings import METRIC_NAMES
 
@@ -52,15 +53,6 @@ MAX_ANNOTATOR_CHARS = 200
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 SOURCES = ("python", "http", "cli")
-
-
-class FeedbackError(ValueError):
-    """Feedback refused; the message names the field. ``status``: 400 bad input, 404 unknown
-    target (what ``POST /v1/feedback`` answers)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class FeedbackIn(BaseModel):

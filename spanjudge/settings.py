@@ -38,11 +38,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from spanjudge.errors import ConfigError as ConfigError
+
 METRIC_NAMES = ("faithfulness", "bias", "topic_adherence")
-
-
-class ConfigError(ValueError):
-    """The worker configuration is invalid; the message names every bad key."""
 
 
 class RuleConfig(BaseModel):

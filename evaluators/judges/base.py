@@ -36,13 +36,19 @@ from tenacity import (
     stop_after_attempt,
 )
 
+# the judge errors live in the tree of spanjudge.errors; re-exported here, where the judges
+# package and older code import them from
+from spanjudge.errors import JudgeConnectionError as JudgeConnectionError
+from spanjudge.errors import JudgeError as JudgeError
+from spanjudge.errors import JudgeRateLimitError as JudgeRateLimitError
+from spanjudge.errors import JudgeResponseError as JudgeResponseError
+from spanjudge.errors import JudgeServerError as JudgeServerError
+from spanjudge.errors import JudgeTimeoutError as JudgeTimeoutError
 from spanjudge.evaluators.judges.answers import json_instruction, parse_answer
 from spanjudge.evaluators.judges.slots import Slots
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
-
-_MAX_RAW_IN_ERROR = 500
 
 
 @dataclass
@@ -125,48 +131,6 @@ Sent: TypeAlias = Completion | tuple[str, Usage]
 
 def as_completion(sent: Sent) -> Completion:
     return sent if isinstance(sent, Completion) else Completion(sent[0], sent[1])
-
-
-# ------------------------------------------------------------------------------- errors
-class JudgeError(Exception):
-    """A judge call failed; ``error_type`` is what evaluation spans carry as ``error.type``."""
-
-    error_type = "judge_error"
-    retryable = False
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class JudgeTimeoutError(JudgeError):
-    error_type = "judge_timeout"
-    retryable = True
-
-
-class JudgeRateLimitError(JudgeError):
-    error_type = "judge_rate_limited"
-    retryable = True
-
-
-class JudgeConnectionError(JudgeError):
-    error_type = "judge_connection"
-    retryable = True
-
-
-class JudgeServerError(JudgeError):
-    error_type = "judge_server_error"
-    retryable = True
-
-
-class JudgeResponseError(JudgeError):
-    """The judge kept answering with text that is not valid JSON for the schema."""
-
-    error_type = "judge_invalid_response"
-
-    def __init__(self, message: str, *, raw: str = "") -> None:
-        super().__init__(message)
-        self.raw = raw[:_MAX_RAW_IN_ERROR]
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -43,6 +43,7 @@ import pydantic_core
 if TYPE_CHECKING:
     import aiohttp
 
+from spanjudge.errors import SpanjudgeError
 from spanjudge.evaluators.judges.base import (
     JudgeConnectionError,
     JudgeError,
@@ -54,7 +55,7 @@ from spanjudge.evaluators.judges.base import (
 log = logging.getLogger("spanjudge.judge")
 
 
-class HTTPFailure(Exception):
+class HTTPFailure(SpanjudgeError):
     """A non-2xx answer: ``status_code``, the server's error text and its Retry-After."""
 
     def __init__(self, status_code: int, message: str, retry_after: float | None) -> None:

@@ -17,11 +17,13 @@ import concurrent.futures
 import contextvars
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
+from spanjudge.errors import MetricError as MetricError
+from spanjudge.errors import MissingFieldError as MissingFieldError
 from spanjudge.evaluators.metrics.schemas import MetricData
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 
@@ -32,40 +34,11 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Self_ = TypeVar("Self_", bound="BaseMetric")
 
-MISSING_FIELD: str = "missing_field"
+MISSING_FIELD: str = MissingFieldError.error_type
 """``error_type`` of a case that lacks a field the metric needs (never scored)."""
 
 EVALUATION_ERROR: str = "evaluation_error"
 """``error_type`` of an unexpected failure that is not a judge error."""
-
-
-class MetricError(RuntimeError):
-    """A metric could not produce a score; ``error_type`` says why, ``__cause__`` has the detail.
-
-    Example::
-
-        try:
-            metric.measure(case)
-        except MetricError as exc:
-            print(exc.error_type)   # e.g. "judge_timeout"
-    """
-
-    def __init__(self, metric: str, error_type: str, message: str) -> None:
-        super().__init__(f"{metric}: {message}")
-        self.metric = metric
-        self.error_type = error_type
-
-
-class MissingFieldError(ValueError):
-    """The test case lacks a field the metric requires; ``fields`` names them."""
-
-    def __init__(self, metric: str, fields: Sequence[str]) -> None:
-        self.metric = metric
-        self.fields = list(fields)
-        self.error_type = MISSING_FIELD
-        super().__init__(
-            f"{metric} needs {', '.join(self.fields)}: missing or empty in the test case"
-        )
 
 
 def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:

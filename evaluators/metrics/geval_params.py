@@ -16,6 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# a ConfigError of the tree in spanjudge.errors; re-exported for the metrics that raise it
+from spanjudge.errors import ParamError as ParamError
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
 
 SINGLE_TURN: Mapping[str, str] = {
@@ -50,18 +52,6 @@ MULTI_TURN: Mapping[str, str] = {**TURN_FIELDS, **CONVERSATION_FIELDS}
 
 ALWAYS_SHOWN_TURN_FIELDS: tuple[str, ...] = ("role", "content")
 """A conversation is unreadable without who said what, so these are always included."""
-
-
-class ParamError(ValueError):
-    """A metric parameter is wrong; ``key`` names it (``"evaluation_params"``, ``"name"``...).
-
-    The worker's config loader turns it into ``rules.N.params.<key>: <message>``.
-    """
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 def _normalise(item: Any) -> str | None:

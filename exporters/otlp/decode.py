@@ -27,6 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from spanjudge.errors import SpanjudgeError
 from spanjudge.exporters.otlp.wire import WireSpan, split_request
 from spanjudge.exporters.records import SpanEvent, SpanRecord
 
@@ -54,7 +55,7 @@ _MAX_DEPTH = 64  # nesting we accept in AnyValue (arrays / kvlists inside each o
 _Request = TypeVar("_Request", bound=Message)
 
 
-class OtlpDecodeError(ValueError):
+class OtlpDecodeError(SpanjudgeError, ValueError):
     """The body is not a valid OTLP export request; the message says why."""
 
 

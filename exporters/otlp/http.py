@@ -15,6 +15,7 @@ from google.rpc import status_pb2
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from spanjudge.errors import SpanjudgeError
 from spanjudge.exporters.otlp.decode import PROTOBUF
 
 __all__ = [
@@ -33,7 +34,7 @@ _GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14, 500: 13}
 DEFAULT_RETRY_AFTER = 1.0
 
 
-class Backpressure(Exception):
+class Backpressure(SpanjudgeError):
     """Raise from the sink when the store cannot take more now: the client gets 503 with
     ``Retry-After: retry_after`` and sends the batch again later."""
 
@@ -42,7 +43,7 @@ class Backpressure(Exception):
         self.retry_after = retry_after
 
 
-class Rejected(Exception):
+class Rejected(SpanjudgeError):
     """A request refused with an HTTP status and a message (raised by :func:`gunzip_limited`)."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:

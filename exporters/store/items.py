@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+# the store's one error, in the tree of spanjudge.errors; re-exported where the stores take it
+from spanjudge.errors import StoreError as StoreError
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 
 # A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
@@ -19,14 +21,6 @@ PENDING = "pending"
 LEASED = "leased"
 DONE = "done"
 FAILED = "failed"
-
-
-class StoreError(Exception):
-    """A store call failed (database locked, disk full, connection lost, file deleted...).
-
-    The original driver exception is chained as ``__cause__``. The store stays usable: the next
-    call opens a fresh connection.
-    """
 
 
 # Output name -> the results column that marks it delivered (see the score emitter's outputs).
