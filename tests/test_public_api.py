@@ -1,0 +1,263 @@
+"""The public surface: what ``spanjudge`` exports, how a type checker sees it, and the error tree.
+
+The rule (spanjudge/__init__.py's docstring): public = what ``spanjudge`` and
+``spanjudge.testing`` export; every other module is internal.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spanjudge
+import spanjudge.errors
+import spanjudge.testing
+
+ROOT = Path(__file__).resolve().parent.parent
+ERRORS_DOC = ROOT / "docs" / "reference" / "errors.md"
+PUBLIC_ERRORS = list(spanjudge.errors.__all__)
+
+
+# ------------------------------------------------------------------------------ exports
+def test_every_exported_name_resolves_to_a_real_object() -> None:
+    for package in (spanjudge, spanjudge.testing):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+
+
+def test_lazy_names_are_all_exported_and_seen_by_type_checkers() -> None:
+    # the TYPE_CHECKING block is what a user's mypy sees: each lazy name must be imported there,
+    # from the very module the run-time loader takes it from
+    tree = ast.parse((ROOT / "spanjudge" / "__init__.py").read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    typed = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == spanjudge._LAZY
+    assert set(spanjudge._LAZY) <= set(spanjudge.__all__)
+
+
+def test_unknown_names_raise_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="Rul"):
+        spanjudge.Rul  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_import_spanjudge_loads_neither_evaluation_nor_storage() -> None:
+    code = (
+        "import sys, spanjudge\n"
+        "heavy = [m for m in ('litellm', 'pydantic', 'sqlite3', 'apscheduler', 'psycopg',"
+        " 'spanjudge.evaluators', 'spanjudge.exporters', 'spanjudge.settings')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+# ------------------------------------------------------------------------------ errors
+def test_every_public_exception_is_a_spanjudge_error_exported_from_spanjudge() -> None:
+    for name in PUBLIC_ERRORS:
+        cls = getattr(spanjudge.errors, name)
+        assert issubclass(cls, spanjudge.SpanjudgeError), name
+        assert getattr(spanjudge, name) is cls, name
+
+
+def test_exceptions_keep_the_builtin_base_callers_catch() -> None:
+    assert issubclass(spanjudge.ConfigError, ValueError)
+    assert issubclass(spanjudge.ParamError, ValueError)
+    assert issubclass(spanjudge.FeedbackError, ValueError)
+    assert issubclass(spanjudge.MissingFieldError, ValueError)
+    assert issubclass(spanjudge.MetricError, RuntimeError)
+
+
+def test_old_import_paths_give_the_same_classes() -> None:
+    from spanjudge.evaluators.judges import JudgeError, JudgeTimeoutError
+    from spanjudge.evaluators.metrics import MetricError
+    from spanjudge.evaluators.metrics.geval_params import ParamError
+    from spanjudge.exporters.store import StoreError
+    from spanjudge.human_feedback import FeedbackError
+    from spanjudge.settings import ConfigError
+
+    assert JudgeError is spanjudge.JudgeError
+    assert JudgeTimeoutError is spanjudge.JudgeTimeoutError
+    assert MetricError is spanjudge.MetricError
+    assert ParamError is spanjudge.ParamError
+    assert StoreError is spanjudge.StoreError
+    assert FeedbackError is spanjudge.FeedbackError
+    assert ConfigError is spanjudge.ConfigError
+
+
+def _package_modules() -> list[str]:
+    names = []
+    for root in ("spanjudge", "spanjudge.tracer", "spanjudge.exporters", "spanjudge.evaluators"):
+        package = importlib.import_module(root)
+        names.append(root)
+        names += [info.name for info in pkgutil.walk_packages(package.__path__, root + ".")]
+    return sorted(set(names))
+
+
+def test_every_exception_class_of_the_package_derives_from_spanjudge_error() -> None:
+    found = {}
+    for name in _package_modules():
+        if name.startswith("spanjudge._demo") or name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == name
+            ):
+                found[f"{name}.{attr}"] = value
+    # the internal signals too (never exported): the receiver's and the judge transport's
+    assert {"Backpressure", "Rejected", "OtlpDecodeError", "HTTPFailure"} <= {
+        cls.__name__ for cls in found.values()
+    }
+    outside = [name for name, cls in found.items() if not issubclass(cls, spanjudge.SpanjudgeError)]
+    assert outside == []
+
+
+def _doc_tree(text: str) -> dict[str, str | None]:
+    """``{class: parent}`` from a drawn tree (``├── X``, ``│   └── Y``, 4 columns a level)."""
+    parents: dict[str, str | None] = {}
+    stack: list[str] = []
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "SpanjudgeError")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        line = line[indent:]
+        match = re.match(r"^([│├└─ ]*)([A-Z]\w*)", line)
+        if not match:
+            continue
+        depth = len(match.group(1)) // 4
+        del stack[depth:]
+        parents[match.group(2)] = stack[-1] if stack else None
+        stack.append(match.group(2))
+    return parents
+
+
+def test_the_documented_tree_is_the_class_tree() -> None:
+    doc = ERRORS_DOC.read_text()
+    block = re.search(r"## The tree\n.*?```text\n(.*?)```", doc, re.S)
+    assert block is not None, "docs/reference/errors.md lost its tree block"
+    documented = _doc_tree(block.group(1))
+    actual: dict[str, str | None] = {}
+    for name in PUBLIC_ERRORS:
+        cls = getattr(spanjudge.errors, name)
+        bases = [b.__name__ for b in cls.__bases__ if issubclass(b, spanjudge.SpanjudgeError)]
+        actual[name] = bases[0] if bases else None
+    assert documented == actual
+    # the module docstring draws the same tree
+    assert _doc_tree(spanjudge.errors.__doc__ or "") == actual
+
+
+def test_documented_builtin_bases_are_the_real_ones() -> None:
+    for line in ERRORS_DOC.read_text().splitlines():
+        match = re.search(r"([A-Z]\w+)\s+\(also a (\w+)\)", line)
+        if match:
+            cls = getattr(spanjudge, match.group(1))
+            assert issubclass(cls, getattr(builtins, match.group(2))), line
+
+
+# ------------------------------------------------------------------------------ user's mypy
+CORRECT = """\
+import spanjudge
+
+
+@spanjudge.observe
+def answer(question: str) -> str:
+    return "Paris"
+
+
+def start(store_url: str) -> spanjudge.Monitor:
+    rule = spanjudge.Rule(spanjudge.FaithfulnessMetric(), target="llm", sample_rate=0.5)
+    return spanjudge.monitor([rule], store=store_url, start=False)
+
+
+print(answer("What is the capital of France?"))
+"""
+
+# mistake -> (a fragment of the correct script, what replaces it, what mypy's message must name)
+MISTAKES = {
+    "wrong_target": ('target="llm"', 'target="llmm"', "target"),
+    "wrong_sample_rate_type": ("sample_rate=0.5", 'sample_rate="x"', "sample_rate"),
+    "misspelt_name": ("spanjudge.Rule(", "spanjudge.Rul(", "Rul"),
+    "observe_keeps_the_signature": (
+        'answer("What is the capital of France?")',
+        "answer(42)",
+        "answer",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def mypy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """mypy --strict on the correct script and on one copy per mistake, against the package as
+    pip installs it (an editable install's import hook is invisible to mypy)."""
+    work = tmp_path_factory.mktemp("user_mypy")
+    installed = work / "installed"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+         "--disable-pip-version-check", "--target", str(installed), str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert (installed / "spanjudge" / "py.typed").exists(), "py.typed is not shipped"
+    scripts = {"correct": CORRECT}
+    for name, (fragment, mistake, _) in MISTAKES.items():
+        scripts[name] = CORRECT.replace(fragment, mistake)
+    files = []
+    for name, text in scripts.items():
+        (work / f"{name}.py").write_text(text)
+        files.append(f"{name}.py")
+    env = {**os.environ, "MYPYPATH": str(installed)}
+    # --follow-imports=silent: a user's mypy reports their code, not the library's internals
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         "--no-incremental", "--config-file", "/dev/null", *files],
+        cwd=work, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    report: dict[str, list[str]] = {name: [] for name in scripts}
+    for line in out.stdout.splitlines():
+        name = line.split(".py:", 1)[0]
+        if name in report and ": error:" in line:
+            report[name].append(line)
+    assert out.returncode in (0, 1), out.stdout + out.stderr
+    return report
+
+
+def test_users_mypy_strict_accepts_the_correct_script(mypy_report: dict[str, list[str]]) -> None:
+    assert mypy_report["correct"] == []
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_users_mypy_strict_reports_the_mistake(
+    mypy_report: dict[str, list[str]], mistake: str
+) -> None:
+    errors = mypy_report[mistake]
+    assert errors, f"mypy --strict accepted {MISTAKES[mistake][1]}"
+    assert any(MISTAKES[mistake][2] in line for line in errors), errors
+
+
+def test_each_mistake_changes_the_correct_script_in_one_place() -> None:
+    # guards the test itself: a fragment that is not in the script would test nothing
+    for fragment, _, _ in MISTAKES.values():
+        assert CORRECT.count(fragment) == 1, fragment
