@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
+
+from tests.support.ports import free_port
 
 JOB = "target"
 # Generous bounds for a shared, busy 2-core machine; they only limit how long a broken setup
@@ -45,12 +46,6 @@ def prometheus_binary() -> str:
             pytrace=False,
         )
     return path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -86,7 +81,7 @@ class PrometheusServer:
         }
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        port = _free_port()
+        port = free_port()
         log_path = workdir / "prometheus.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(

@@ -1,9 +1,8 @@
-"""Small probes the reliability tests share: a healthy judge answer, a Prometheus reading, a
-closed port, and an OTLP sink brought up on a given port."""
+"""Small probes the reliability tests share: a healthy judge answer, a Prometheus reading and
+an OTLP sink brought up on a given port."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from http.server import ThreadingHTTPServer
 
@@ -23,13 +22,6 @@ def prom(registry: CollectorRegistry, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
     return total
-
-
-def closed_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def sink_on_port(port: int) -> OtlpSink:

@@ -27,7 +27,8 @@ from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent, flaky_agent
-from tests.reliability.probes import NO_OPINIONS, closed_port, prom
+from tests.reliability.probes import NO_OPINIONS, prom
+from tests.support.ports import closed_port
 
 MAX_ATTEMPTS = 3  # monitor: attempts of one job across ticks
 JUDGE_RETRIES = 1  # judge: HTTP retries inside one judge call

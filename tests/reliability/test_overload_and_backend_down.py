@@ -32,7 +32,8 @@ from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, SPANS_PER_TURN, agent
-from tests.reliability.probes import closed_port, prom, sink_on_port
+from tests.reliability.probes import prom, sink_on_port
+from tests.support.ports import closed_port
 
 LEASE = 30.0
 

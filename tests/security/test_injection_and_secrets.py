@@ -22,7 +22,6 @@ import gzip
 import hmac
 import json
 import logging
-import socket
 import traceback
 import uuid
 from collections.abc import Iterator
@@ -58,6 +57,7 @@ from tests.evaluators.online.spans import Trace
 from tests.exporters.receiver.conftest import ListSink, make_sdk_spans, protobuf_body
 from tests.exporters.store.conftest import POSTGRES_URL, StoreFactory, backend, store_factory  # noqa: F401
 from tests.support.otlp_sink import OtlpSink
+from tests.support.ports import closed_port
 from tests.worker.conftest import WorkerProcess
 
 # ====================================================================== (a) injection
@@ -203,12 +203,6 @@ PG_PASSWORD = "pg-PASSWORD-91bd7e"
 BEARER = "bearer-TOKEN-5a0c33"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(
     params=[
         (case, transport)
@@ -237,7 +231,7 @@ def judge_case(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, str |
         from spanjudge.evaluators.judges import LiteLLMJudge
 
         judge = LiteLLMJudge(
-            "openai/scripted-judge", api_base=f"http://127.0.0.1:{_closed_port()}/v1", **options
+            "openai/scripted-judge", api_base=f"http://127.0.0.1:{closed_port()}/v1", **options
         )
         yield case, judge, "judge_connection"
         return
@@ -358,7 +352,7 @@ def test_worker_log_and_config_errors_never_show_secrets(
         "bearer_token": BEARER,
         "judge_model": "openai/scripted-judge",
         "judge_options": {"api_base": module_judge.base_url, "api_key": SECRET},
-        "downstream_endpoint": f"http://127.0.0.1:{_closed_port()}",
+        "downstream_endpoint": f"http://127.0.0.1:{closed_port()}",
         "interval_seconds": 0.2,
         "rules": [{"metric": "bias", "target": "agent"}],
     }
@@ -401,7 +395,7 @@ def test_worker_log_and_config_errors_never_show_secrets(
 
 
 def test_unreachable_postgres_error_hides_the_password() -> None:
-    url = f"postgresql://postgres:{PG_PASSWORD}@127.0.0.1:{_closed_port()}/test"
+    url = f"postgresql://postgres:{PG_PASSWORD}@127.0.0.1:{closed_port()}/test"
     with pytest.raises(StoreError) as info:
         open_store(url, timeout=1.0)
     text = str(info.value) + repr(info.value)

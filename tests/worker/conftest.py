@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,14 +19,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.testing import ScriptedJudgeServer
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _capture_traffic() -> list[ReadableSpan]:

@@ -12,7 +12,8 @@ import uvicorn
 
 from spanjudge.exporters.otlp.receiver import create_receiver_app
 from spanjudge.worker.service import IngestGate
-from tests.worker.conftest import free_port, split_request
+from tests.support.ports import free_port
+from tests.worker.conftest import split_request
 
 
 class BlockingStore:

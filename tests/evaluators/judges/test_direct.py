@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import warnings
 import weakref
 from typing import Any
@@ -24,6 +23,7 @@ from spanjudge.evaluators.judges import (
 )
 from spanjudge.evaluators.judges.direct import HTTPFailure, _check, direct_body, env_proxy
 from spanjudge.testing import Fault, ScriptedJudgeServer
+from tests.support.ports import closed_port
 
 
 class Reason(BaseModel):
@@ -133,12 +133,6 @@ def test_one_judge_across_event_loops_and_threads() -> None:
         assert len(server.requests) == 16
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("fault", "error"),
     [
@@ -163,7 +157,7 @@ def test_async_calls_fail_as_sync_calls_do(fault: Fault, error: type[Exception])
 def test_async_connection_refused_is_a_connection_error_without_the_key() -> None:
     judge = LiteLLMJudge(
         "openai/q",
-        api_base=f"http://127.0.0.1:{_free_port()}/v1",
+        api_base=f"http://127.0.0.1:{closed_port()}/v1",
         api_key="sk-async-secret-value-77",
         transport="direct",
         max_retries=1,

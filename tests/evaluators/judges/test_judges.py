@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import socket
 import threading
 import time
 from typing import Any
@@ -28,6 +27,7 @@ from spanjudge.evaluators.judges import (
 )
 from spanjudge.evaluators.judges.answers import parse_answer
 from spanjudge.testing import Fault, ScriptedJudgeServer
+from tests.support.ports import closed_port
 
 
 class Claims(BaseModel):
@@ -153,9 +153,7 @@ def test_hanging_judge_times_out(judge_server: Any) -> None:
 
 
 def test_connection_refused_is_a_connection_error() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = closed_port()
     judge = LiteLLMJudge(
         "openai/scripted-judge",
         api_base=f"http://127.0.0.1:{port}/v1",

@@ -11,7 +11,6 @@ and the answers are schema-valid and recorded with the judge's name.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -24,14 +23,9 @@ from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.judges.structured import NEGOTIATOR
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.test_case import LLMTestCase
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +37,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "the local LLM is not provided (SPANJUDGE_LLAMA_PYTHON / SPANJUDGE_LLAMA_MODEL): "
             "run `bash scripts/test`, which builds and caches it (scripts/local_llm_env)"
         )
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -4,7 +4,6 @@ delivered and marked on its own, re-sent after an outage exactly once."""
 
 from __future__ import annotations
 
-import socket
 from collections import Counter
 from typing import Any
 
@@ -22,6 +21,7 @@ from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import conversation, observe
 from tests.support.otlp_sink import OtlpSink, ReceivedLog
+from tests.support.ports import closed_port
 
 CONTEXT = "Refunds are possible within 30 days of delivery."
 RESPONSE_ID = "chatcmpl-AbC123"
@@ -93,12 +93,6 @@ def spans_by_name(store: Any, operation: str) -> list[Any]:
         for s in store.trace_spans(t)
         if s.attributes.get(attrs.GEN_AI_OPERATION_NAME) == operation
     ]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_a_tick_sends_each_result_as_an_event_on_the_evaluated_span_with_its_response_id(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -18,6 +17,7 @@ from spanjudge.exporters.records import evaluation_span_id
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink
+from tests.support.ports import closed_port
 
 
 def _emitter(sink: OtlpSink, **kwargs: object) -> ScoreEmitter:
@@ -156,14 +156,8 @@ def test_record_without_trace_id_is_dropped_not_exported(sink: OtlpSink) -> None
     assert sink.requests == 0
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_emit_with_backend_down_returns_at_once_and_does_not_raise() -> None:
-    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{_closed_port()}/v1/traces", timeout=2)
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{closed_port()}/v1/traces", timeout=2)
     emitter = ScoreEmitter(span_exporter=exporter)
     done = threading.Event()
 

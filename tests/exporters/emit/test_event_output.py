@@ -3,7 +3,6 @@ exporter, read back from the raw protobuf requests the sink received on ``/v1/lo
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink, any_value
+from tests.support.ports import closed_port
 
 RESPONSE_ID = "chatcmpl-9f2c"
 # The provenance every event of make_record() carries, beside the semconv fields.
@@ -266,14 +266,8 @@ def test_a_refusing_log_endpoint_confirms_only_the_span_and_counts_the_event_dro
     assert _dropped(registry, output="span", reason=DROP_EXPORT_FAILED) == 0.0
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_dead_logs_backend_does_not_hold_back_the_spans(sink: OtlpSink) -> None:
-    dead = f"http://127.0.0.1:{_closed_port()}/v1/logs"
+    dead = f"http://127.0.0.1:{closed_port()}/v1/logs"
     emitter = ScoreEmitter(
         span_exporter=OTLPSpanExporter(endpoint=sink.traces_url),
         log_exporter=OTLPLogExporter(endpoint=dead, timeout=1),
