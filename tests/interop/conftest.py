@@ -37,6 +37,7 @@ from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -74,16 +75,6 @@ SPAN_RULES = {
 }
 TOPICS = "topics"
 SETTLE, IDLE = 0.3, 0.5
-
-
-class Clock:
-    """The worker's clock: time moves only when a test moves it."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def worker_config(judge: ScriptedJudgeServer, store_url: str, downstream: str) -> dict[str, Any]:
@@ -171,7 +162,7 @@ def served(app: Any) -> Iterator[str]:
 def replay(recording: str, tmp: Path, judge: ScriptedJudgeServer) -> Replayed:
     """Send one recording through the worker and read back results and rebuilt cases."""
     manifest = json.loads((FIXTURES / recording / "manifest.json").read_text(encoding="utf-8"))
-    clock = Clock()
+    clock = Clock(time.time())
     with OtlpSink() as sink:
         config = worker_config(judge, f"sqlite:///{tmp}/{recording}.db", sink.endpoint)
         worker = Worker(load_settings(None, **config), clock=clock)

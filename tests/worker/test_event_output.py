@@ -19,18 +19,11 @@ from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink, ReceivedLog, ReceivedSpan
 from tests.worker.conftest import base_config
 
 SETTLE, IDLE = 0.3, 0.5
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -79,7 +72,7 @@ def _by_target(logs: list[ReceivedLog]) -> Counter[tuple[str, str, str]]:
 def test_by_default_each_result_reaches_the_downstream_as_a_span_and_an_event(
     make_worker: Callable[..., Worker], demo_records: list[SpanRecord]
 ) -> None:
-    clock = Clock()
+    clock = Clock(time.time())
     with OtlpSink() as sink:
         worker = make_worker(sink.endpoint, clock)  # a base URL: /v1/traces and /v1/logs
         assert worker.emitter.outputs == ("span", "event")
@@ -113,7 +106,7 @@ def test_by_default_each_result_reaches_the_downstream_as_a_span_and_an_event(
 def test_the_event_output_alone_sends_no_evaluation_span(
     make_worker: Callable[..., Worker], demo_records: list[SpanRecord]
 ) -> None:
-    clock = Clock()
+    clock = Clock(time.time())
     with OtlpSink() as sink:
         worker = make_worker(sink.endpoint, clock, outputs=["event"])
         evaluate_everything(worker, demo_records, clock)
@@ -130,7 +123,7 @@ def test_without_a_downstream_the_standard_logs_endpoint_variable_is_honoured(
     demo_records: list[SpanRecord],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = Clock()
+    clock = Clock(time.time())
     with OtlpSink() as sink:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", sink.logs_url)
         worker = make_worker(None, clock, outputs=["event"])

@@ -19,7 +19,8 @@ from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from tests.evaluators.cache.conftest import Clock, Loop, script_bias, write_traces
+from tests.evaluators.cache.conftest import Loop, script_bias, write_traces
+from tests.support.clock import Clock
 
 ANSWERS = ["Yes, within 30 days.", "Yes, within 30 days.", "No, never."]
 DAY = 24 * 3600.0

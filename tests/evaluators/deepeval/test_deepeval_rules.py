@@ -24,8 +24,9 @@ from spanjudge.evaluators.online import Rule
 from spanjudge.exporters.store import SpanStore
 from spanjudge.testing import Fault, ScriptedJudgeServer, ScriptedRequest
 from spanjudge.tracer import attributes as attrs
-from tests.evaluators.cache.conftest import Clock, Loop, write_traces
+from tests.evaluators.cache.conftest import Loop, write_traces
 from tests.evaluators.online.spans import Trace
+from tests.support.clock import Clock
 
 QUESTION = "Can I return my shoes?"
 ANSWER = "Yes, within 30 days. Also, football is great."

@@ -14,20 +14,9 @@ from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.store import SpanStore, open_store
 from spanjudge.exporters.store.span_exporter import StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
 from tests.support.span_switch import SpanSwitch, install
-
-
-class Clock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
 
 _SWITCH = SpanSwitch()
 
