@@ -31,14 +31,16 @@ def _missing_tools() -> list[str]:
         for tool in ("promtool", "prometheus")
         if shutil.which(tool) is None
     ]
-    url = os.environ.get("SPANJUDGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    # imported here, not at the top: the environment above must be set before spanjudge loads
+    from tests.support.stores import POSTGRES_URL
+
     try:
         import psycopg
 
-        psycopg.connect(url, connect_timeout=3).close()
+        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
     except Exception as exc:
         reason = " ".join(str(exc).split())
-        missing.append(f"PostgreSQL not reachable at {url}: {reason}")
+        missing.append(f"PostgreSQL not reachable at {POSTGRES_URL}: {reason}")
     return missing
 
 

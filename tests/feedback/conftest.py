@@ -9,12 +9,10 @@ results written through the job queue, as the evaluation loop writes them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +20,11 @@ from pathlib import Path
 import pytest
 
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store import JobSpec, SpanStore, SQLiteStore, StoreError, open_store
+from spanjudge.exporters.store import JobSpec, SpanStore, open_store
 from spanjudge.tracer import attributes as attrs
+from tests.support.stores import BACKENDS, schema_name, stores_on
 
 ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_URL = os.environ.get(
-    "SPANJUDGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 NOW = 1_700_000_000.0
 
 
@@ -155,24 +151,7 @@ def seed(store: SpanStore) -> Seeded:
     return seeded
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seeded]:
-    if request.param == "sqlite":
-        opened: SpanStore = SQLiteStore(tmp_path / "seeded.db")
-    else:
-        from spanjudge.exporters.store.postgres import PostgresStore
-
-        try:
-            opened = PostgresStore(
-                POSTGRES_URL, schema=f"fb_{uuid.uuid4().hex[:12]}", max_size=2, timeout=5.0
-            )
-        except StoreError as exc:
-            pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc}): run "
-                        "`bash scripts/test`; these tests never skip", pytrace=False)  # fmt: skip
-    try:
-        yield seed(opened)
-    finally:
-        if request.param == "postgresql":
-            with contextlib.suppress(StoreError):
-                opened.drop_schema()  # type: ignore[attr-defined]
-        opened.close()
+    with stores_on(request.param, tmp_path / "seeded.db", schema_name("fb")) as make:
+        yield seed(make())

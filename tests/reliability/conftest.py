@@ -9,7 +9,6 @@ route is our own so that a test can give the store exporter its own queue bound 
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -19,11 +18,11 @@ from prometheus_client import CollectorRegistry
 from spanjudge.exporters.store import StoreError
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.testing import ScriptedJudgeServer
-from tests.evaluators.loop.conftest import Clock
-from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
 from tests.reliability.probes import NO_OPINIONS
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
 from tests.support.span_switch import SpanSwitch, install
+from tests.support.stores import POSTGRES_URL, open_postgres, schema_name
 
 _ROUTE = SpanSwitch()
 
@@ -75,8 +74,8 @@ def telemetry(registry: CollectorRegistry) -> Telemetry:
 @pytest.fixture
 def pg_schema() -> Iterator[tuple[str, str]]:
     """(url, schema): a fresh PostgreSQL schema for this test, dropped afterwards."""
-    schema = f"spanjudge_rel_{uuid.uuid4().hex[:12]}"
-    probe = _postgres_factory(schema)()  # fails clearly when PostgreSQL is unreachable
+    schema = schema_name("spanjudge_rel")
+    probe = open_postgres(schema)  # fails clearly when PostgreSQL is unreachable
     yield POSTGRES_URL, schema
     with contextlib.suppress(StoreError):
         probe.drop_schema()

@@ -52,12 +52,14 @@ from spanjudge.settings import ConfigError, WorkerSettings, load_settings
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, observe
-from tests.evaluators.loop.conftest import App, Clock
+from tests.evaluators.loop.conftest import App
 from tests.evaluators.online.spans import Trace
 from tests.exporters.receiver.conftest import ListSink, make_sdk_spans, protobuf_body
-from tests.exporters.store.conftest import POSTGRES_URL, StoreFactory, backend, store_factory  # noqa: F401
+from tests.exporters.store.conftest import backend, store_factory  # noqa: F401
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
 from tests.support.ports import closed_port
+from tests.support.stores import POSTGRES_URL, StoreFactory
 from tests.worker.conftest import WorkerProcess
 
 # ====================================================================== (a) injection

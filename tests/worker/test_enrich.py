@@ -9,7 +9,6 @@ PostgreSQL. The last one kills a worker process with SIGKILL mid-hold and restar
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,22 +26,14 @@ from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
-from tests.exporters.store.conftest import POSTGRES_URL
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
+from tests.support.stores import POSTGRES_URL, schema_name
 from tests.worker.conftest import base_config, count_spans
 
-T0 = 1_800_000_000.0
 SETTLE = 10.0
 IDLE = 30.0
 HOLD = 120.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FlakyBackend(SpanExporter):
@@ -102,7 +93,7 @@ def make_worker(
     if request.param == "sqlite":
         store = {"store_url": f"sqlite:///{tmp_path}/enrich.db"}
     else:
-        store = {"store_url": POSTGRES_URL, "store_schema": f"sj_enrich_{uuid.uuid4().hex[:10]}"}
+        store = {"store_url": POSTGRES_URL, "store_schema": schema_name("sj_enrich")}
     made: list[Worker] = []
 
     def make(backend: SpanExporter, clock: Clock) -> Worker:

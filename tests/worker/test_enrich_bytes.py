@@ -5,8 +5,6 @@ as attributes after them and nothing else added. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,11 @@ from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
-from tests.exporters.store.conftest import POSTGRES_URL
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
+from tests.support.stores import POSTGRES_URL, drop_schema, schema_name
 from tests.worker.conftest import base_config
-from tests.worker.test_enrich import HOLD, IDLE, SETTLE, Clock
+from tests.worker.test_enrich import HOLD, IDLE, SETTLE
 
 
 def app_spans(bodies: list[bytes]) -> list[tuple[Any, Any, Span]]:
@@ -79,7 +78,7 @@ def store_config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dic
     if request.param == "sqlite":
         yield {"store_url": f"sqlite:///{tmp_path}/bytes.db"}
         return
-    yield {"store_url": POSTGRES_URL, "store_schema": f"sj_bytes_{uuid.uuid4().hex[:10]}"}
+    yield {"store_url": POSTGRES_URL, "store_schema": schema_name("sj_bytes")}
 
 
 def send_and_score(
@@ -112,10 +111,7 @@ def send_and_score(
     finally:
         worker.shutdown(10)
         if "store_schema" in store_config:
-            from spanjudge.exporters.store import open_store
-
-            with contextlib.closing(open_store(POSTGRES_URL, schema=config["store_schema"])) as s:
-                s.drop_schema()  # type: ignore[attr-defined]
+            drop_schema(config["store_schema"])
 
 
 def test_forwarded_spans_are_the_received_bytes_with_only_the_scores_appended(

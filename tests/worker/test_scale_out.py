@@ -4,7 +4,6 @@ when one worker is SIGKILLed mid-run and the others take over its expired leases
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,20 +15,15 @@ from spanjudge._demo.judge import start_offline_judge
 from spanjudge.exporters.store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink
+from tests.support.stores import POSTGRES_URL, drop_schema, schema_name
 from tests.worker.conftest import base_config, split_request
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
-    schema = f"sjw_{uuid.uuid4().hex[:10]}"
+    schema = schema_name("sjw")
     yield schema
-    store = open_store(PG_URL, schema=schema)
-    try:
-        store.drop_schema()  # type: ignore[attr-defined]
-    finally:
-        store.close()
+    drop_schema(schema)
 
 
 def _targets(request: Any) -> set[tuple[str, str]]:
@@ -56,10 +50,10 @@ def test_three_workers_share_the_work_and_survive_a_kill(
     tmp_path: Path, demo_request: Any, start_worker: Any, pg_schema: str
 ) -> None:
     judge = start_offline_judge(latency=0.15)
-    store = open_store(PG_URL, schema=pg_schema)
+    store = open_store(POSTGRES_URL, schema=pg_schema)
     try:
         with OtlpSink() as sink:
-            config = base_config(judge, PG_URL, sink.endpoint)
+            config = base_config(judge, POSTGRES_URL, sink.endpoint)
             config.update(store_schema=pg_schema, lease_seconds=2.0, concurrency=2)
             workers = [start_worker(config, name=f"w{i}") for i in range(3)]
             for w in workers:

@@ -5,9 +5,7 @@ builder that writes hand-built spans into the store and runs the real Monitor ov
 from __future__ import annotations
 
 import contextlib
-import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,16 +17,13 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from spanjudge.evaluators.online import MonitorConfig, Rule
 from spanjudge.evaluators.online.loop.monitor import Monitor
 from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
+from spanjudge.exporters.store import SpanStore
 from spanjudge.exporters.telemetry import Telemetry
 from spanjudge.testing import ScriptedJudgeServer
-from tests.evaluators.loop.conftest import Clock
 from tests.evaluators.online.spans import Trace
+from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
-
-POSTGRES_URL = os.environ.get(
-    "SPANJUDGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+from tests.support.stores import BACKENDS, StoreFactory, schema_name, stores_on
 
 
 @pytest.fixture
@@ -36,36 +31,11 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Any]]:
+@pytest.fixture(params=BACKENDS)
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """Opens stores on ONE database (a restart is: close, open another)."""
-    opened: list[SpanStore] = []
-    schema = f"spanjudge_cache_{uuid.uuid4().hex[:12]}"
-
-    def make() -> SpanStore:
-        if request.param == "sqlite":
-            store: SpanStore = SQLiteStore(tmp_path / "spans.db")
-        else:
-            from spanjudge.exporters.store.postgres import PostgresStore
-
-            try:
-                store = PostgresStore(POSTGRES_URL, schema=schema, max_size=4, timeout=5.0)
-            except StoreError as exc:
-                pytest.fail(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc}", pytrace=False)
-        opened.append(store)
-        return store
-
-    yield make
-    if request.param == "postgresql" and opened:
-        from spanjudge.exporters.store.postgres import PostgresStore
-
-        fresh = PostgresStore(POSTGRES_URL, schema=schema, max_size=1, timeout=5.0)
-        with contextlib.suppress(StoreError):
-            fresh.drop_schema()
-        fresh.close()
-    for store in opened:
-        with contextlib.suppress(StoreError):
-            store.close()
+    with stores_on(request.param, tmp_path / "spans.db", schema_name("spanjudge_cache")) as make:
+        yield make
 
 
 def script_bias(server: ScriptedJudgeServer) -> None:

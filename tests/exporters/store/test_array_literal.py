@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanjudge.exporters.store.rows import array_literal, clean_text
-from tests.exporters.store.conftest import POSTGRES_URL
+from tests.support.stores import POSTGRES_URL, postgres_unreachable
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def conn() -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     try:
         connection = psycopg.connect(POSTGRES_URL, autocommit=True)
     except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc})", pytrace=False)
+        postgres_unreachable(exc)
     with connection:
         yield connection
 

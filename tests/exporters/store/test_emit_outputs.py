@@ -19,14 +19,13 @@ import pytest
 from spanjudge.evaluators.online.loop.delivery import Delivery
 from spanjudge.exporters.store import SCHEMA_VERSION, SpanStore
 from spanjudge.exporters.store.sql import SqlStore
-from tests.exporters.store.conftest import (
-    FIXTURES,
+from tests.exporters.store.conftest import FIXTURES, V2_DUMP_SCHEMA
+from tests.support.stores import (
     POSTGRES_URL,
-    V2_DUMP_SCHEMA,
     StoreFactory,
-    _schema_name,
-    _stores_on,
-    _unreachable,
+    postgres_unreachable,
+    schema_name,
+    stores_on,
 )
 
 T = 1_700_000_000.0
@@ -65,7 +64,7 @@ EXTRA = [
 @pytest.fixture
 def v2_with_history(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
     """A v2 database (the fixture dump) with one emitted and one unemitted result."""
-    path, schema = tmp_path / "v2.db", _schema_name()
+    path, schema = tmp_path / "v2.db", schema_name()
     dump = (FIXTURES / f"schema_v2.{backend}.sql").read_text(encoding="utf-8")
     if backend == "sqlite":
         extra = ";\n".join(s.replace(SCHEMA, "") for s in EXTRA)
@@ -80,8 +79,8 @@ def v2_with_history(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
                 conn.execute(dump.replace(V2_DUMP_SCHEMA, schema).encode())
                 conn.execute(extra.encode())
         except psycopg.OperationalError as exc:
-            _unreachable(exc)
-    with _stores_on(backend, path, schema) as make:
+            postgres_unreachable(exc)
+    with stores_on(backend, path, schema) as make:
         yield make
 
 

@@ -21,7 +21,7 @@ import pytest
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import JobSpec, SQLiteStore, StoreError
 from spanjudge.exporters.store.span_exporter import STORE_ERROR, StoreSpanExporter
-from tests.exporters.store.conftest import POSTGRES_URL, _postgres_factory
+from tests.support.stores import POSTGRES_URL, open_postgres
 
 T0 = 1_700_000_000.0
 
@@ -253,7 +253,7 @@ def test_postgresql_connections_killed_mid_run_are_replaced() -> None:
     schema = f"spanjudge_test_{uuid.uuid4().hex[:12]}"
     from spanjudge.exporters.store.postgres import PostgresStore
 
-    _postgres_factory(schema)().close()  # fails clearly when PostgreSQL is unreachable
+    open_postgres(schema).close()  # fails clearly when PostgreSQL is unreachable
     store = PostgresStore(POSTGRES_URL, schema=schema, application_name=app, timeout=5)
     try:
         store.write_spans([rec(1, 1)], now=T0)
