@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
+from spanjudge.exporters.store.urls import redact_url
 
 # Below this many rows a batch is inserted row by row (COPY has a fixed cost).
 _COPY_MIN_ROWS = 32
@@ -82,7 +83,7 @@ class PostgresStore(SqlStore):
             self._pool.open(wait=True, timeout=timeout)
         except PoolTimeout as exc:
             self._pool.close()
-            raise StoreError(f"PostgreSQL store unreachable ({_redact(url)}): {exc}") from exc
+            raise StoreError(f"PostgreSQL store unreachable ({redact_url(url)}): {exc}") from exc
         try:
             self.migrate()
         except BaseException:
@@ -90,7 +91,7 @@ class PostgresStore(SqlStore):
             raise
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.url)!r}, schema={self.schema!r})"
+        return f"PostgresStore({redact_url(self.url)!r}, schema={self.schema!r})"
 
     def insert_rows(
         self,
@@ -152,13 +153,3 @@ class PostgresStore(SqlStore):
 
     def close(self) -> None:
         self._pool.close()
-
-
-def _redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "<invalid url>"
-    info.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **{k: v for k, v in info.items() if v is not None})

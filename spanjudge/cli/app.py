@@ -2,6 +2,8 @@
 commands of :mod:`spanjudge.cli.review` (``feedback``, ``calibration``, ``export``, ``scores``).
 
 Each command imports what it needs when it runs, so ``spanjudge --version`` stays instant.
+Every command follows one exit-code convention (:mod:`spanjudge.cli.common`): 0 done, 1 the
+command ran and failed, 2 usage or configuration error.
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from typing import TYPE_CHECKING
 import click
 
 from spanjudge._version import __version__
+from spanjudge.cli.common import (
+    EXIT_CODES_HELP,
+    SpanjudgeGroup,
+    load_cli_settings,
+    opened_store,
+    parse_since,
+    usage_error,
+)
 from spanjudge.cli.review import COMMANDS as REVIEW_COMMANDS
 
 if TYPE_CHECKING:
@@ -22,7 +32,11 @@ if TYPE_CHECKING:
     from spanjudge.evaluators.online.review.explain import Explanation, RuleVerdict
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=SpanjudgeGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_HELP,
+)
 @click.version_option(__version__, prog_name="spanjudge")
 def cli() -> None:
     """LLM-as-a-judge scores for production traces."""
@@ -121,13 +135,9 @@ def demo(
 )
 def worker(config_path: str | None) -> None:
     """Receive OTLP/HTTP spans, evaluate them under the configured rules, emit the scores."""
-    from spanjudge.settings import ConfigError, load_settings
     from spanjudge.worker.service import run_worker
 
-    try:
-        settings = load_settings(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    settings = load_cli_settings(config_path)  # ConfigError: exit 2
     sys.exit(run_worker(settings))
 
 
@@ -144,14 +154,13 @@ def worker(config_path: str | None) -> None:
 )
 def backfill(since: str, config_path: str | None) -> None:
     """Evaluate stored spans from the past under the current rules."""
-    from spanjudge.settings import ConfigError, load_settings
     from spanjudge.worker.service import run_backfill
 
+    settings = load_cli_settings(config_path)  # ConfigError: exit 2
     try:
-        settings = load_settings(config_path)
         start = parse_since(since, now=time.time())
-    except (ConfigError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except ValueError as exc:
+        usage_error(str(exc))
     sys.exit(run_backfill(settings, since=start))
 
 
@@ -178,59 +187,28 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
     """
     from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
     from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
-    from spanjudge.exporters.store import open_store
-    from spanjudge.settings import ConfigError, load_settings
-    from spanjudge.worker.service import _safe_url, build_rules
+    from spanjudge.exporters.store.urls import redact_url
+    from spanjudge.worker.service import build_rules
 
-    overrides = {"store_url": store_url} if store_url else {}
-    try:
-        settings = load_settings(config_path, **overrides)
-        configured = bool(settings.rules or settings.rules_entrypoint)
-        # the metrics need a judge object; this one refuses every call
-        judge = OfflineJudge(settings.judge_model)
-        rules = build_rules(settings, judge) if configured else []
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    settings = load_cli_settings(config_path, store_url)  # ConfigError: exit 2
+    configured = bool(settings.rules or settings.rules_entrypoint)
+    # the metrics need a judge object; this one refuses every call
+    judge = OfflineJudge(settings.judge_model)
+    rules = build_rules(settings, judge) if configured else []
     trace_id = trace_id.strip().lower()
-    where = _safe_url(settings.store_url)
-    missing = _missing_sqlite_file(settings.store_url)
-    if missing is not None:  # opening it would create an empty database
-        click.echo(f"no span store at {missing} ({where}); pass --store or --config", err=True)
-        sys.exit(2)
-    store = open_store(settings.store_url)
-    try:
+    with opened_store(settings.store_url, hint="pass --store or --config") as store:
         spans = load_trace(store, trace_id)
         if not spans:
-            click.echo(
-                f"trace {trace_id} is not in the store {where} "
-                "(wrong id or store, not arrived yet, or deleted by retention)",
-                err=True,
+            usage_error(
+                f"trace {trace_id} is not in the store {redact_url(settings.store_url)} "
+                "(wrong id or store, not arrived yet, or deleted by retention)"
             )
-            sys.exit(2)
         conversations = {
             cid: load_conversation(store, cid)
             for cid in sorted({s.conversation_id for s in spans if s.conversation_id})
         }
-    finally:
-        store.close()
     explanation = explain_trace(trace_id, spans, rules, conversations=conversations)
     _print_explanation(explanation, configured)
-
-
-def _missing_sqlite_file(url: str) -> str | None:
-    """The path of a SQLite store URL whose file does not exist, else None."""
-    from pathlib import Path
-
-    if url.startswith("sqlite://"):
-        path = url[len("sqlite://") :]
-        path = path[1:] if path.startswith("/") else path
-    elif "://" in url:
-        return None
-    else:
-        path = url
-    if not path or path == ":memory:" or Path(path).exists():
-        return None
-    return path
 
 
 def _print_explanation(explanation: Explanation, configured: bool) -> None:
@@ -313,27 +291,6 @@ def _add_verdict(parent: Tree, verdict: RuleVerdict) -> None:
             context.add(escape(text))
     if case.tools_called:
         node.add(f"tools called: {escape(', '.join(case.tools_called))}")
-
-
-_SINCE_HELP = "expected e.g. 30m, 6h, 2d or a Unix time"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_since(text: str, *, now: float) -> float:
-    """``"90m"``, ``"6h"``, ``"2d"`` -> that long before ``now``; a plain number is a Unix time."""
-    value = text.strip().lower()
-    if value and value[-1] in _UNITS:
-        try:
-            amount = float(value[:-1])
-        except ValueError:
-            raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
-        if amount < 0:
-            raise ValueError(f"--since {text!r}: a duration cannot be negative")
-        return now - amount * _UNITS[value[-1]]
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
 
 
 for _command in REVIEW_COMMANDS:

@@ -3,107 +3,45 @@
 They read and write the store the worker uses (``--store URL``, or ``--config`` for the
 worker's settings file; default ``$SPANJUDGE_STORE_URL``, else ``./spanjudge.db``), so they work
 on the embedded default where no tracing backend runs. Registered on the ``spanjudge`` group by
-:mod:`spanjudge.cli.app`. Exit code 2 when the store file or the target is not there, or an argument
-is refused (the message names it).
+:mod:`spanjudge.cli.app`. Exit codes as every command's (:mod:`spanjudge.cli.common`): 2 when
+the store file or the target is not there, or an argument is refused (the message names it).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from spanjudge.cli.common import (
+    load_cli_settings,
+    opened_store,
+    since_option_value,
+    store_options,
+    usage_error,
+)
+
 if TYPE_CHECKING:
     from spanjudge.evaluators.online.review.agreement import Agreement, Estimate
-    from spanjudge.exporters.store import SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = ["COMMANDS"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 REASON_CHARS = 80
 # piped output (a file, a CI log) is not cut to 80 columns: ids stay whole
 PIPED_WIDTH = 240
 
 
-def _store_options(func: _F) -> _F:
-    func = click.option(
-        "--store",
-        "store_url",
-        default=None,
-        metavar="URL",
-        help="Span store (default: the settings' store_url, else $SPANJUDGE_STORE_URL, "
-        "else ./spanjudge.db).",
-    )(func)
-    return click.option(
-        "--config",
-        "config_path",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        help="Worker settings file (its store_url and rules).",
-    )(func)
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
-
-
-def _since(text: str | None) -> float | None:
-    from spanjudge.cli.app import parse_since
-
-    if text is None:
-        return None
-    try:
-        return parse_since(text, now=time.time())
-    except ValueError as exc:
-        _fail(str(exc))
-
-
-def _settings(config_path: str | None, store_url: str | None) -> WorkerSettings:
-    from spanjudge.settings import ConfigError, load_settings
-
-    overrides = {"store_url": store_url} if store_url else {}
-    try:
-        return load_settings(config_path, **overrides)
-    except ConfigError as exc:
-        _fail(str(exc))
-
-
-@contextmanager
-def _opened(settings: WorkerSettings) -> Iterator[SpanStore]:
-    from spanjudge.cli.app import _missing_sqlite_file
-    from spanjudge.exporters.store import open_store
-    from spanjudge.worker.service import _safe_url
-
-    missing = _missing_sqlite_file(settings.store_url)
-    if missing is not None:  # opening it would create an empty database
-        _fail(f"no span store at {missing} ({_safe_url(settings.store_url)}); pass --store")
-    store = open_store(settings.store_url)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def _rules(settings: WorkerSettings) -> list[Any]:
     """The configured rules (judge calls refused), or none without a rules setting."""
     from spanjudge.evaluators.online.review.explain import OfflineJudge
-    from spanjudge.settings import ConfigError
     from spanjudge.worker.service import build_rules
 
     if not (settings.rules or settings.rules_entrypoint):
         return []
-    try:
-        return build_rules(settings, OfflineJudge(settings.judge_model))
-    except ConfigError as exc:
-        _fail(str(exc))
+    return build_rules(settings, OfflineJudge(settings.judge_model))
 
 
 # ------------------------------------------------------------------------------ feedback
@@ -117,7 +55,7 @@ def _rules(settings: WorkerSettings) -> list[Any]:
 @click.option("--note", default=None, help="Why (kept with the label, shown in the trace).")
 @click.option("--annotator", default=None, help="Who labels (a name or an id).")
 @click.option("--rule", default=None, help="Only this rule's results (default: every rule).")
-@_store_options
+@store_options
 def feedback(
     trace_id: str | None,
     metric: str,
@@ -132,9 +70,9 @@ def feedback(
     store_url: str | None,
 ) -> None:
     """Record a person's pass/fail label on a trace, a span or a conversation."""
-    from spanjudge.human_feedback import FeedbackError, parse_feedback, record_feedback
+    from spanjudge.human_feedback import parse_feedback, record_feedback
 
-    settings = _settings(config_path, store_url)
+    settings = load_cli_settings(config_path, store_url)
     given = {
         "trace_id": trace_id,
         "span_id": span_id,
@@ -146,13 +84,11 @@ def feedback(
         "annotator": annotator,
         "rule": rule,
     }
-    try:
-        item = parse_feedback({k: v for k, v in given.items() if v is not None}, source="cli")
-        with _opened(settings) as store:
-            metrics = [r.metric.name for r in _rules(settings)]
-            stored = record_feedback(store, item, metrics=metrics)
-    except FeedbackError as exc:
-        _fail(str(exc))
+    # a refused label (FeedbackError) is a usage error: the group exits 2 with its message
+    item = parse_feedback({k: v for k, v in given.items() if v is not None}, source="cli")
+    with opened_store(settings.store_url) as store:
+        metrics = [r.metric.name for r in _rules(settings)]
+        stored = record_feedback(store, item, metrics=metrics)
     target = conversation_id or f"{stored.trace_id}" + (f"/{span_id}" if span_id else "")
     click.echo(f"feedback {stored.feedback_id}: {metric} {label} on {target}")
 
@@ -178,7 +114,7 @@ def _ci(estimate: Estimate) -> str:
 @click.option("--metric", default=None, help="Only this metric.")
 @click.option("--rule", default=None, help="Only this rule.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@_store_options
+@store_options
 def calibration(
     since: str,
     metric: str | None,
@@ -190,9 +126,9 @@ def calibration(
     """How often the judge agrees with people, per rule and metric (95% intervals)."""
     from spanjudge.evaluators.online.review.agreement import agreement
 
-    settings = _settings(config_path, store_url)
-    start = _since(since)
-    with _opened(settings) as store:
+    settings = load_cli_settings(config_path, store_url)
+    start = since_option_value(since)
+    with opened_store(settings.store_url) as store:
         tables = agreement(store.labelled_results(metric=metric, rule=rule, since=start))
     if as_json:
         click.echo(json.dumps([asdict(t) for t in tables], indent=2))
@@ -244,7 +180,7 @@ def _print_calibration(tables: list[Agreement], min_labels: int, since: str) -> 
     show_default=True, help="deepeval: a JSON list of goldens; jsonl: one per line.",
 )  # fmt: skip
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
-@_store_options
+@store_options
 def export(
     metric: str | None,
     rule: str | None,
@@ -259,14 +195,14 @@ def export(
     from spanjudge.evaluators.dataset import write_dataset
     from spanjudge.evaluators.online.review.export import export_cases
 
-    settings = _settings(config_path, store_url)
-    start = _since(since)
+    settings = load_cli_settings(config_path, store_url)
+    start = since_option_value(since)
     rules = {r.name: r for r in _rules(settings)}
-    with _opened(settings) as store:
+    with opened_store(settings.store_url) as store:
         found = export_cases(store, metric=metric, rule=rule, label=label, since=start, rules=rules)
     kinds = {item.result.target_type == "conversation" for item in found.items}
     if len(kinds) > 1:  # deepeval refuses the mix in either file format
-        _fail(
+        usage_error(
             "a dataset holds single-turn or conversation cases, not both: "
             "pick one kind with --metric or --rule"
         )
@@ -284,7 +220,7 @@ def export(
 @click.option("--since", default="24h", show_default=True, help="Results of this period.")
 @click.option("--service", default=None, help="Only results of this service.")
 @click.option("--limit", default=50, show_default=True, help="The most recent N results.")
-@_store_options
+@store_options
 def scores(
     metric: str | None,
     rule: str | None,
@@ -298,9 +234,9 @@ def scores(
     """Print recent results as a table, for setups without a tracing backend."""
     from spanjudge.exporters.telemetry import evaluation_label
 
-    settings = _settings(config_path, store_url)
-    start = _since(since)
-    with _opened(settings) as store:
+    settings = load_cli_settings(config_path, store_url)
+    start = since_option_value(since)
+    with opened_store(settings.store_url) as store:
         results = [
             r
             for r in store.results(metric=metric, rule=rule, since=start, limit=100_000)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from spanjudge.exporters.store.urls import redact_url
 from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.settings import WorkerSettings
 from spanjudge.worker.ingest import IngestGate
@@ -226,7 +227,7 @@ class Worker:
             self.settings.receiver_port,
             self.settings.mode,
             len(self.rules),
-            _safe_url(self.settings.store_url),
+            redact_url(self.settings.store_url),
         )
         import asyncio
         import signal
@@ -258,27 +259,6 @@ def _signal_url(endpoint: str | None, signal: str) -> str | None:
         if base.endswith(other):
             base = base[: -len(other)]
     return f"{base}/v1/{signal}"
-
-
-_SECRET_PARAMS = {"password", "passwd", "pass", "sslpassword"}
-
-
-def _safe_url(url: str) -> str:
-    """A store URL for logs: no password in the user info or in a ``password=`` parameter."""
-    from urllib.parse import parse_qsl, urlencode
-
-    base, sep, query = url.partition("?")
-    if "@" in base and "://" in base:
-        scheme, rest = base.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        base = f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
-    if sep:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="*/"
-        )
-    return base + sep + query
 
 
 def run_worker(settings: WorkerSettings) -> int:

@@ -10,7 +10,7 @@ from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators.metrics import BiasMetric
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.worker.service import _safe_url
+from spanjudge.exporters.store.urls import redact_url as _safe_url
 from tests.evaluators.online.spans import Trace
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401
 

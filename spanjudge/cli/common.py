@@ -1,0 +1,187 @@
+"""What every ``spanjudge`` command shares: the exit codes, how a command fails, ``--since``,
+the store options, loading the settings and opening the store.
+
+Exit codes (the same for every command, as click itself uses 2 for a bad option):
+
+* 0: done;
+* 1: the command ran and failed (the worker or a store call failed, the demo's evaluations did);
+* 2: usage or configuration error: a bad option or argument, invalid settings, a refused
+  label, or something the arguments name that is not there (the store file, the trace).
+
+A command ends with :func:`usage_error` or :func:`command_failed`; a :class:`SpanjudgeError`
+that escapes a command is mapped by the group (:class:`SpanjudgeGroup`): a ``ConfigError`` or a
+``FeedbackError`` is a usage error, any other is a failure. Either way the message is printed as
+``error: <message>`` on stderr, without a traceback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from spanjudge.errors import ConfigError, FeedbackError, SpanjudgeError
+
+if TYPE_CHECKING:
+    from spanjudge.exporters.store import SpanStore
+    from spanjudge.settings import WorkerSettings
+
+__all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CommandError",
+    "SpanjudgeGroup",
+    "command_failed",
+    "load_cli_settings",
+    "missing_sqlite_file",
+    "opened_store",
+    "parse_since",
+    "since_option_value",
+    "store_options",
+    "usage_error",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# \b keeps click from re-wrapping the lines
+EXIT_CODES_HELP = (
+    "\b\nExit codes:\n"
+    "  0  done\n"
+    "  1  the command ran and failed (the worker, a store call, the demo's evaluations)\n"
+    "  2  usage or configuration error: a bad option or argument, invalid settings,\n"
+    "     a refused label, or a store file or trace that is not there"
+)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class CommandError(click.ClickException):
+    """Ends a command: ``error: <message>`` on stderr, then exit with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def usage_error(message: str) -> NoReturn:
+    """Exit 2: the arguments, the settings or what they name are wrong."""
+    raise CommandError(message, EXIT_USAGE)
+
+
+def command_failed(message: str) -> NoReturn:
+    """Exit 1: the command ran and failed."""
+    raise CommandError(message, EXIT_FAILED)
+
+
+class SpanjudgeGroup(click.Group):
+    """A click group that turns our exceptions into the exit-code convention, not tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, FeedbackError) as exc:
+            raise CommandError(str(exc), EXIT_USAGE) from exc
+        except SpanjudgeError as exc:
+            raise CommandError(str(exc), EXIT_FAILED) from exc
+
+
+# ------------------------------------------------------------------------------ --since
+_SINCE_HELP = "expected e.g. 30m, 6h, 2d or a Unix time"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, *, now: float) -> float:
+    """``"90m"``, ``"6h"``, ``"2d"`` -> that long before ``now``; a plain number is a Unix time."""
+    value = text.strip().lower()
+    if value and value[-1] in _UNITS:
+        try:
+            amount = float(value[:-1])
+        except ValueError:
+            raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+        if amount < 0:
+            raise ValueError(f"--since {text!r}: a duration cannot be negative")
+        return now - amount * _UNITS[value[-1]]
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+
+
+def since_option_value(text: str | None) -> float | None:
+    """``--since`` as a Unix time (None: no limit); a bad value is a usage error."""
+    if text is None:
+        return None
+    try:
+        return parse_since(text, now=time.time())
+    except ValueError as exc:
+        usage_error(str(exc))
+
+
+# ------------------------------------------------------------------------------ the store
+def store_options(func: _F) -> _F:
+    """``--store URL`` and ``--config FILE``, as the commands that read the store take them."""
+    func = click.option(
+        "--store",
+        "store_url",
+        default=None,
+        metavar="URL",
+        help="Span store (default: the settings' store_url, else $SPANJUDGE_STORE_URL, "
+        "else ./spanjudge.db).",
+    )(func)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="Worker settings file (its store_url and rules).",
+    )(func)
+
+
+def load_cli_settings(config_path: str | None, store_url: str | None = None) -> WorkerSettings:
+    """The worker settings, with ``--store`` over the file's store_url (ConfigError: exit 2)."""
+    from spanjudge.settings import load_settings
+
+    overrides = {"store_url": store_url} if store_url else {}
+    return load_settings(config_path, **overrides)
+
+
+def missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite store URL whose file does not exist, else None."""
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://") :]
+        path = path[1:] if path.startswith("/") else path
+    elif "://" in url:
+        return None
+    else:
+        path = url
+    if not path or path == ":memory:" or Path(path).exists():
+        return None
+    return path
+
+
+@contextmanager
+def opened_store(url: str, *, hint: str = "pass --store") -> Iterator[SpanStore]:
+    """The store at ``url``, closed on exit; a SQLite file that is not there is a usage error
+    (opening it would create an empty database and report nothing found)."""
+    from spanjudge.exporters.store import open_store
+    from spanjudge.exporters.store.urls import redact_url
+
+    missing = missing_sqlite_file(url)
+    if missing is not None:
+        usage_error(f"no span store at {missing} ({redact_url(url)}); {hint}")
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()
