@@ -10,13 +10,9 @@ and afterwards the monitor evaluates exactly what was stored, each (rule, target
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +33,7 @@ from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent
 from tests.reliability.probes import NO_OPINIONS, prom
+from tests.support.sqlite_lock import locked_by_another_process
 
 LEASE = 30.0
 DROPPED = "spanjudge_exporter_dropped_spans_total"
@@ -152,35 +149,6 @@ def exporter_factory(route_spans: Any, clock: Any, telemetry: Any) -> Iterator[A
     yield make
     for exporter in made:
         exporter.shutdown()
-
-
-@contextmanager
-def locked_by_another_process(path: Path) -> Iterator[None]:
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-                import sqlite3, sys
-                conn = sqlite3.connect({str(path)!r}, isolation_level=None)
-                conn.execute("BEGIN EXCLUSIVE")
-                print("locked", flush=True)
-                sys.stdin.readline()
-                conn.execute("COMMIT")
-            """),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        holder.wait(10)
 
 
 def test_app_runs_on_while_another_process_locks_the_sqlite_file(

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import threading
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import JobSpec, SQLiteStore, StoreError
 from spanjudge.exporters.store.span_exporter import STORE_ERROR, StoreSpanExporter
+from tests.support.sqlite_lock import locked_by_another_process
 from tests.support.stores import POSTGRES_URL, open_postgres
 
 T0 = 1_700_000_000.0
@@ -125,34 +125,11 @@ def test_sqlite_pragmas_refuse_anything_but_plain_names_and_values(tmp_path: Pat
 def test_sqlite_locked_by_another_process_raises_then_recovers(tmp_path: Path) -> None:
     path = tmp_path / "spans.db"
     store = SQLiteStore(path, busy_timeout=0.1)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-            import sqlite3, sys
-            conn = sqlite3.connect({str(path)!r}, isolation_level=None)
-            conn.execute("BEGIN EXCLUSIVE")
-            print("locked", flush=True)
-            sys.stdin.readline()
-            conn.execute("COMMIT")
-        """),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(path):
         with pytest.raises(StoreError, match="locked"):
             store.write_spans([rec(1, 1)], now=T0)
         with pytest.raises(StoreError):
             store.claim_jobs(owner="a", limit=1, lease_seconds=1, now=T0)
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        holder.wait(10)
     store.write_spans([rec(1, n) for n in range(5)], now=T0)
     assert len(store.trace_spans(f"{1:032x}")) == 5
     store.close()
