@@ -31,6 +31,7 @@ from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401
+from tests.support.metrics import data_points
 
 SETTLE = 10.0
 QUESTION = semconv_messages(("user", "Can I return the blender?"))
@@ -302,11 +303,8 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
     # telemetry: every skip counted as such, every emitted span says missing_field
     points = {
         tuple(sorted(p.attributes.items())): p.value
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == names.EVALUATIONS
-        for p in m.data.data_points
+        for name, p in data_points(reader)
+        if name == names.EVALUATIONS
     }
     counted_skips = sum(v for k, v in points.items() if ("label", "skipped") in k)
     assert counted_skips == sum(1 for r in results if r.status == "skipped") > 0

@@ -21,6 +21,7 @@ from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.cache.conftest import Loop, script_bias, write_traces
 from tests.support.clock import Clock
+from tests.support.metrics import data_points
 
 ANSWERS = ["Yes, within 30 days.", "Yes, within 30 days.", "No, never."]
 DAY = 24 * 3600.0
@@ -253,12 +254,7 @@ def test_hits_are_counted_on_metrics(
     loop.monitor(store, [bias_rule(judge, "bias-v2")]).backfill(since=0)
 
     points = [
-        (p.attributes, p.value)
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == names.JUDGE_CACHE_HITS
-        for p in m.data.data_points
+        (p.attributes, p.value) for name, p in data_points(reader) if name == names.JUDGE_CACHE_HITS
     ]
     assert points == [({"metric": "bias", "rule": "bias-v1"}, 1)]
     scraped = [

@@ -19,6 +19,7 @@ from spanjudge.exporters.telemetry import Telemetry
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import conversation, observe
+from tests.support.metrics import data_points
 
 CONTEXT = "Refunds are possible within 30 days of delivery."
 
@@ -106,13 +107,7 @@ def test_scores_are_written_into_the_evaluated_trace(
 
     stored = {r.metric: r for r in mon.results()}
     assert stored["faithfulness"].score == 0.0 and stored["bias"].label == "pass"
-    points = {
-        (m.name, tuple(sorted(p.attributes.items())))
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        for p in m.data.data_points
-    }
+    points = {(name, tuple(sorted(p.attributes.items()))) for name, p in data_points(reader)}
     assert any(
         name == "spanjudge.evaluations" and ("label", "fail") in labels for name, labels in points
     )
@@ -243,11 +238,8 @@ def test_spans_a_filter_turns_away_are_counted_as_filtered(
     assert report.skipped == {"filtered": 4}  # the unfiltered rule skips nothing
     points = [
         (p.attributes, p.value)
-        for rm in telemetry_reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == "spanjudge.sampler.skipped"
-        for p in m.data.data_points
+        for name, p in data_points(telemetry_reader)
+        if name == "spanjudge.sampler.skipped"
     ]
     assert points == [({"rule": "bias-agent", "reason": "filtered"}, 4)]
 

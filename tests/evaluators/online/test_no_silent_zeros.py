@@ -22,6 +22,7 @@ from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SQLiteStore
 from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
 from tests.evaluators.online.spans import Trace
+from tests.support.metrics import data_points
 
 OPENINFERENCE = Path(__file__).parents[2] / "interop" / "fixtures" / "openinference"
 ARRIVED = 1_000.0
@@ -74,17 +75,12 @@ class Setup:
         return report
 
     def count(self, metric: str, **labels: str) -> float:
-        data = self.reader.get_metrics_data()
-        total = 0.0
-        for rm in data.resource_metrics if data is not None else ():
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name != metric:
-                        continue
-                    for point in m.data.data_points:
-                        if all(point.attributes.get(k) == v for k, v in labels.items()):
-                            total += point.value
-        return total
+        matching = (
+            point.value
+            for name, point in data_points(self.reader)
+            if name == metric and all(point.attributes.get(k) == v for k, v in labels.items())
+        )
+        return sum(matching, 0.0)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

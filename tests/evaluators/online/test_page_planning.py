@@ -32,6 +32,7 @@ from spanjudge.exporters.otlp.logs import decode_logs
 from spanjudge.exporters.store import SpanStore, SQLiteStore
 from spanjudge.exporters.telemetry import Telemetry
 from tests.evaluators.online.spans import Trace
+from tests.support.metrics import data_points
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"
 ARRIVED = 1_000.0
@@ -162,13 +163,9 @@ def points(reader: InMemoryMetricReader) -> dict[tuple[Any, ...], float]:
     """Every counter point of the planner's coverage and skip metrics, by name and labels."""
     wanted = {names.PLANNER_UNRECOGNISED_SPANS, names.RULES_NO_TARGET}
     found: dict[tuple[Any, ...], float] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data is not None else ():
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                if m.name in wanted:
-                    for p in m.data.data_points:
-                        found[(m.name, *sorted(p.attributes.items()))] = p.value
+    for name, p in data_points(reader):
+        if name in wanted:
+            found[(name, *sorted(p.attributes.items()))] = p.value
     return found
 
 

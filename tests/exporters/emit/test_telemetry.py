@@ -13,16 +13,13 @@ from spanjudge.exporters import metric_names as names
 from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app
 from spanjudge.exporters.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
 from tests.exporters.emit.conftest import make_record
+from tests.support.metrics import data_points
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    data = reader.get_metrics_data()
     out: dict[str, list[Any]] = {}
-    assert data is not None
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                out[metric.name] = list(metric.data.data_points)
+    for name, point in data_points(reader):
+        out.setdefault(name, []).append(point)
     return out
 
 

@@ -44,6 +44,7 @@ from spanjudge.exporters.records import EvaluationRecord, LogEvent
 from spanjudge.exporters.store.log_exporter import log_to_event
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink
+from tests.support.metrics import labelled_values
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -356,14 +357,7 @@ def test_log_requests_are_counted_but_not_as_spans(made: Any) -> None:
     c = client(LogSink(), telemetry=Telemetry(MeterProvider(metric_readers=[reader])))
     c.post("/v1/logs", content=protobuf_body(made[0]), headers=PB)
     c.post("/v1/logs", content=b"{", headers=JS)
-    data = reader.get_metrics_data()
-    assert data is not None
-    found = {
-        m.name: {tuple(sorted(p.attributes.items())): p.value for p in m.data.data_points}
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-    }
+    found = labelled_values(reader)
     assert found[names.RECEIVER_REQUESTS] == {
         (("code", "200"), ("encoding", "protobuf")): 1,
         (("code", "400"), ("encoding", "json")): 1,

@@ -30,6 +30,7 @@ from spanjudge.exporters.otlp.receiver import BackgroundServer, Backpressure, cr
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.telemetry import Telemetry
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
+from tests.support.metrics import labelled_values
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -172,14 +173,7 @@ def test_receiver_counters(list_sink: ListSink) -> None:
     c = client(list_sink, telemetry=telemetry)
     c.post("/v1/traces", content=protobuf_body(make_sdk_spans()), headers=PB)
     c.post("/v1/traces", content=b"{", headers=JS)
-    data = reader.get_metrics_data()
-    assert data is not None
-    found = {
-        m.name: {tuple(sorted(p.attributes.items())): p.value for p in m.data.data_points}
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-    }
+    found = labelled_values(reader)
     assert found[names.RECEIVER_REQUESTS] == {
         (("code", "200"), ("encoding", "protobuf")): 1,
         (("code", "400"), ("encoding", "json")): 1,
