@@ -63,8 +63,11 @@ EXIT_CODES_HELP = (
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-class CommandError(click.ClickException):
-    """Ends a command: ``error: <message>`` on stderr, then exit with ``exit_code``."""
+class CommandError(SpanjudgeError, click.ClickException):
+    """Ends a command: ``error: <message>`` on stderr, then exit with ``exit_code``.
+
+    A SpanjudgeError like every exception of the package; click handles it (its base
+    ClickException), so it never reaches a caller of the CLI."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
@@ -90,6 +93,8 @@ class SpanjudgeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except CommandError:
+            raise  # already carries its exit code
         except (ConfigError, FeedbackError) as exc:
             raise CommandError(str(exc), EXIT_USAGE) from exc
         except SpanjudgeError as exc:
