@@ -27,6 +27,7 @@ could evaluate them.
 Usage::
 
     python benchmarks/reliability.py [--quick] [--rows judge,store,process,overload,backend]
+    python benchmarks/reliability.py --smoke     # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -147,12 +148,13 @@ def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opt
         sample_rate=sample_rate,
         name=RULE,
     )
+    # the loop's timing lives in one settings object (Monitor(config=...)); short settle,
+    # lease and retry delay so the faults' effects show within a row's few seconds
     opts.setdefault("settle_seconds", 0.5)
     opts.setdefault("lease_seconds", 5.0)
     opts.setdefault("retry_delay_seconds", 1.0)
-    return Monitor(
-        [rule], store=store, emitter=emitter, **opts, config=MonitorConfig(retention_seconds=None)
-    )
+    config = MonitorConfig(retention_seconds=None, **opts)
+    return Monitor([rule], store=store, emitter=emitter, config=config)
 
 
 def otlp_emitter(url: str) -> Any:
@@ -951,6 +953,12 @@ def row_kill(cases: int, kills: int, tmp: Path, rng: random.Random) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: two judge faults and one SIGKILL on 6 cases, no app rows "
+        "(checks the script runs; lost and duplicated must still be 0)",
+    )
     parser.add_argument("--rows", default="judge,store,process,overload,backend")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--role", default="main")
@@ -977,18 +985,28 @@ def main() -> None:
     import litellm  # noqa: F401  (now, not on the first judge call in the middle of a row)
 
     rows = set(args.rows.split(","))
+    judge_faults = JUDGE_FAULTS
+    if args.smoke:
+        rows &= {"judge", "process"}
+        judge_faults = {k: v for k, v in JUDGE_FAULTS.items() if v in ("500", "malformed")}
     rng = random.Random(args.seed)
     quick = args.quick
     window, windows = (1.0, 4) if quick else (2.5, 10)
     app_opts: dict[str, Any] = {"window": window, "windows": windows, "rate": 300.0}
     app_opts["catch_up_seconds"] = 40.0
-    result: dict[str, Any] = {"machine": machine(), "quick": quick, "rows": []}
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "quick": quick,
+        "smoke": args.smoke,
+        "rows": [],
+    }
+    judge_cases = 6 if args.smoke else 12 if quick else 30
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         if "judge" in rows:
-            for name, fault in JUDGE_FAULTS.items():
-                result["rows"].append(row_judge(name, fault, 12 if quick else 30, tmp))
+            for name, fault in judge_faults.items():
+                result["rows"].append(row_judge(name, fault, judge_cases, tmp))
         if rows & {"store", "overload", "backend"}:
             judge, judge_url = judge_process("none")
             try:
@@ -1011,8 +1029,8 @@ def main() -> None:
             finally:
                 stop_judge(judge)
         if "process" in rows:
-            kills = 3 if quick else 6
-            result["rows"].append(row_kill(40 if quick else 120, kills, tmp, rng))
+            kills, cases = (1, 6) if args.smoke else (3, 40) if quick else (6, 120)
+            result["rows"].append(row_kill(cases, kills, tmp, rng))
     result["seconds"] = round(time.monotonic() - started, 1)
     result["summary"] = [
         {
