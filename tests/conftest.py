@@ -5,6 +5,10 @@ The suite needs promtool and prometheus (tests/deploy) and PostgreSQL on 127.0.0
 when a run has failures, the summary also says which of them is missing and the command that
 provides it (`bash scripts/test`), since a test that opens PostgreSQL directly fails with the
 driver's own connection error.
+
+The fast lane, ``bash scripts/test --fast`` (``pytest -m "not slow"``), leaves out the tests
+``pytest_collection_modifyitems`` below marks slow: every test that starts a worker process
+(the ``start_worker`` fixture) and those in ``SLOW``. CI and plain ``bash scripts/test`` run all.
 """
 
 import os
@@ -23,6 +27,51 @@ for _name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
     os.environ.pop(_name, None)
 
 PROVIDED_BY = "run `bash scripts/test`, which installs and starts what the tests need"
+
+# The slow lane, by folder, file or test (a node-id prefix), each with why; the local LLM test
+# marks itself (tests/evaluators/judges/test_local_llm.py). Times from `pytest --durations` per
+# folder on the shared 2-core machine: whatever took over ~5 s, or a suite of real servers.
+SLOW = {
+    "tests/reliability": "the kill matrix and the fault suites: real subprocesses and servers",
+    "tests/deploy/test_prometheus_live.py": "a live Prometheus scraping a worker (~25 s)",
+    "tests/feedback/test_prometheus.py": "a live Prometheus reading the agreement gauges (~10 s)",
+    "tests/interop/test_conformance.py": "every recording through a real worker (~45 s)",
+    "tests/feedback/test_export.py::test_deepeval_loads_both_files": "imports deepeval (~9 s)",
+    "tests/worker/test_geval_rule.py::"
+    "test_worker_from_a_toml_file_with_only_geval_rules_scores_demo_traffic": "a worker (~6 s)",
+    "tests/worker/test_enrich.py::"
+    "test_the_readme_example_runs_offline_and_prints_scores_on_spans": "a subprocess (~6 s)",
+    "tests/security/test_injection_and_secrets.py::"
+    "test_judge_api_key_never_leaks[scored-litellm]": "a subprocess importing litellm (~28 s)",
+    "tests/security/test_injection_and_secrets.py::"
+    "test_worker_log_and_config_errors_never_show_secrets": "a worker process (~6 s)",
+    "tests/security/test_hostile_capture.py::"
+    "test_every_hostile_atom_once_per_kind": "every hostile value through every capture (~5 s)",
+}
+# A test that takes this fixture runs the worker as a child process: seconds each.
+WORKER_PROCESS_FIXTURE = "start_worker"
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    if WORKER_PROCESS_FIXTURE in getattr(item, "fixturenames", ()):
+        return True
+    return any(_matches(item.nodeid, prefix) for prefix in SLOW)
+
+
+def _matches(nodeid: str, prefix: str) -> bool:
+    # a folder, a file, a test or one parametrisation of it: the prefix ends where a part does
+    return nodeid == prefix or nodeid.startswith((prefix + "/", prefix + "::", prefix + "["))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
+    # A renamed test would drop out of the slow lane unnoticed and slow the fast one down.
+    for prefix in SLOW:
+        in_file = [i for i in items if _matches(i.nodeid, prefix.split("::")[0])]
+        if in_file and not any(_matches(i.nodeid, prefix) for i in in_file):
+            raise pytest.UsageError(f"tests/conftest.py SLOW names no collected test: {prefix}")
 
 
 def _missing_tools() -> list[str]:
