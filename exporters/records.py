@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from spanjudge.exporters.kinds import FeedbackSource, Label, Status, TargetType
 from spanjudge.tracer import attributes as attrs
 
 AttributeValue = Any  # str | bool | int | float | list of those (OTel attribute values)
@@ -88,7 +89,7 @@ class LogEvent:
     scope_name: str | None = None
 
 
-def evaluation_span_id(rule: str, target_type: str, target_id: str) -> str:
+def evaluation_span_id(rule: str, target_type: TargetType, target_id: str) -> str:
     """The evaluation span's id, derived from (rule, target) so a re-emitted result is the
     same span and a backend that de-duplicates by id shows it once. 16 lower-case hex chars,
     never all zeros (an invalid span id in OTel)."""
@@ -106,13 +107,13 @@ class EvaluationRecord:
 
     rule: str
     metric: str  # gen_ai.evaluation.name, e.g. "faithfulness"
-    target_type: str  # llm | agent | trace | conversation
+    target_type: TargetType
     target_id: str  # span id, trace id or conversation id
     trace_id: str | None  # trace the evaluation span goes into
     span_id: str | None  # evaluated span: parent of the evaluation span
-    status: str = "scored"
+    status: Status = "scored"
     score: float | None = None
-    label: str | None = None  # pass | fail
+    label: Label | None = None
     success: bool | None = None
     threshold: float | None = None
     strict_mode: bool = False
@@ -155,7 +156,7 @@ class FeedbackRecord:
     """
 
     metric: str
-    label: str  # pass | fail
+    label: Label
     trace_id: str | None = None
     span_id: str | None = None
     conversation_id: str | None = None
@@ -163,7 +164,7 @@ class FeedbackRecord:
     score: float | None = None  # the person's own score in [0, 1], when they gave one
     note: str | None = None
     annotator: str | None = None
-    source: str = "python"  # python | http | cli
+    source: FeedbackSource = "python"
     created_at: float = 0.0  # Unix seconds
     feedback_id: int = 0  # set by the store
     emitted_at: float | None = None

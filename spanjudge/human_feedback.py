@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spanjudge.errors import FeedbackError
+from spanjudge.exporters.kinds import NAMED_METRICS, FeedbackSource, Label
 from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.settings import METRIC_NAMES
 
 if TYPE_CHECKING:
     from spanjudge.exporters.store.base import FeedbackLog, ResultStore, SpanStore
@@ -70,7 +70,7 @@ class FeedbackIn(BaseModel):
     conversation_id: str | None = Field(None, min_length=1, max_length=512)
     metric: str = Field(min_length=1, max_length=200)
     rule: str | None = Field(None, min_length=1, max_length=200)
-    label: Literal["pass", "fail"]
+    label: Label
     score: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     note: str | None = Field(None, max_length=MAX_NOTE_CHARS)
     annotator: str | None = Field(None, max_length=MAX_ANNOTATOR_CHARS)
@@ -96,7 +96,7 @@ def _describe(exc: ValidationError) -> str:
     return "invalid feedback: " + "; ".join(parts)
 
 
-def parse_feedback(data: Mapping[str, Any], *, source: str = "python") -> FeedbackRecord:
+def parse_feedback(data: Mapping[str, Any], *, source: FeedbackSource = "python") -> FeedbackRecord:
     """Check one feedback object (the JSON schema of :class:`FeedbackIn`) and make the record.
 
     Raises :class:`FeedbackError` (400) naming every bad field.
@@ -128,7 +128,7 @@ def parse_feedback(data: Mapping[str, Any], *, source: str = "python") -> Feedba
 
 
 def _check_metric(store: ResultStore, metric: str, extra: Collection[str]) -> None:
-    known = set(METRIC_NAMES) | set(extra)
+    known = set(NAMED_METRICS) | set(extra)
     if metric in known or store.results(metric=metric, limit=1):
         return
     raise FeedbackError(f"unknown metric {metric!r}; known: {', '.join(sorted(known))}")

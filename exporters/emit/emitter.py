@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -41,6 +41,7 @@ from spanjudge.exporters.emit.evaluation_result import (
     evaluation_span,
     feedback_event,
 )
+from spanjudge.exporters.kinds import OUTPUTS, Output
 from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
 
 if TYPE_CHECKING:
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("spanjudge.emitter")
 
-Output = Literal["span", "event"]
-OUTPUTS: tuple[Output, ...] = get_args(Output)
 
 # Drop reasons (the ``reason`` label of the emitter's dropped counter; ``output`` says which).
 DROP_QUEUE_FULL = names.QUEUE_FULL

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 # the store's one error, in the tree of spanjudge.errors; re-exported where the stores take it
 from spanjudge.errors import StoreError as StoreError
+from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 
 # A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
@@ -40,7 +41,7 @@ class JobSpec:
     """What to evaluate: one rule on one target (span, trace or conversation)."""
 
     rule: str
-    target_type: str  # llm | agent | trace | conversation
+    target_type: TargetType
     target_id: str
     trace_id: str | None
     span_id: str | None

@@ -7,6 +7,7 @@ import importlib
 import inspect
 from typing import Any
 
+from spanjudge.exporters.kinds import MetricName
 from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
 
 
@@ -48,12 +49,12 @@ def metric_class(config: RuleConfig) -> Any:
     """The metric class a rule names; ``geval`` on conversations is the conversational one."""
     from spanjudge.evaluators import metrics
 
-    if config.metric == "geval":
-        return metrics.ConversationalGEval if config.target == "conversation" else metrics.GEval
-    classes: dict[str, Any] = {
+    # keyed by MetricName: a name added to the Literal without a class here is a test failure
+    classes: dict[MetricName, Any] = {
         "faithfulness": metrics.FaithfulnessMetric,
         "bias": metrics.BiasMetric,
         "topic_adherence": metrics.TopicAdherenceMetric,
+        "geval": metrics.ConversationalGEval if config.target == "conversation" else metrics.GEval,
     }
     return classes[config.metric]
 

@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from spanjudge.evaluators.online.rebuild.targets import TARGET_TYPES, Target
+from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -194,7 +195,7 @@ class Rule:
     """
 
     metric: Any
-    target: str = "llm"
+    target: TargetType = "llm"
     sample_rate: float = 1.0
     filter: SpanFilter | Mapping[str, Any] | SpanPredicate | None = None
     max_per_minute: int | None = None

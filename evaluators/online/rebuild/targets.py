@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from spanjudge.evaluators.online.rebuild.dialects import kind_of
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
+from spanjudge.exporters.kinds import TARGET_TYPES as TARGET_TYPES
+from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge.evaluators.online.planning.rules import Rule
-
-TARGET_TYPES: tuple[str, ...] = ("llm", "agent", "trace", "conversation")
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ class Target:
                "00f067aa0ba902b7", None, span, "shop", span.end_time_unix_nano)
     """
 
-    target_type: str
+    target_type: TargetType
     target_id: str
     trace_id: str | None
     span_id: str | None
