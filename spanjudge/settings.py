@@ -39,8 +39,9 @@ from pydantic_settings import (
 )
 
 from spanjudge.errors import ConfigError as ConfigError
-
-METRIC_NAMES = ("faithfulness", "bias", "topic_adherence")
+from spanjudge.evaluators.online.loop.config import LoopSettings, error_lines
+from spanjudge.exporters.kinds import OUTPUTS, MetricName, Output, TargetType
+from spanjudge.exporters.store import DEFAULT_STORE_URL
 
 
 class RuleConfig(BaseModel):
@@ -50,73 +51,125 @@ class RuleConfig(BaseModel):
 
     # "geval": criteria of your own (params: name, criteria or evaluation_steps, evaluation_params,
     # threshold...); on target "conversation" it is the conversational G-Eval
-    metric: Literal["faithfulness", "bias", "topic_adherence", "geval"]
-    target: Literal["llm", "agent", "trace", "conversation"] = "llm"
-    sample_rate: float = Field(1.0, ge=0.0, le=1.0)
+    metric: MetricName
+    target: TargetType = "llm"
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     name: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     filter: dict[str, Any] | None = None
-    max_per_minute: int | None = Field(None, gt=0)
-    max_cost_per_day: float | None = Field(None, gt=0)
+    max_per_minute: int | None = Field(default=None, gt=0)
+    max_cost_per_day: float | None = Field(default=None, gt=0)
     build_case: str | None = None  # "module:function"
 
 
-def _both_outputs() -> list[Literal["span", "event"]]:
-    return ["span", "event"]
+def _all_outputs() -> list[Output]:
+    return list(OUTPUTS)
 
 
-class WorkerSettings(BaseSettings):
-    """Everything ``spanjudge worker`` needs; see the module docstring for the file format."""
+class WorkerSettings(LoopSettings, BaseSettings):
+    """Everything ``spanjudge worker`` needs; see the module docstring for the file format.
+
+    The loop's settings (``interval_seconds``, ``settle_seconds``, ``concurrency``...) are
+    :class:`~spanjudge.evaluators.online.loop.config.LoopSettings`' fields, inherited, so the
+    worker and ``spanjudge.monitor()`` share their defaults and checks.
+    """
 
     model_config = SettingsConfigDict(env_prefix="SPANJUDGE_", extra="forbid")
 
-    store_url: str = "sqlite:///./spanjudge.db"
-    store_schema: str | None = None  # PostgreSQL: keep the tables in this schema
-    mode: Literal["child-span", "enrich"] = "child-span"
-    receiver_host: str = "127.0.0.1"
-    receiver_port: int = Field(4318, ge=0, le=65535)
-    bearer_token: str | None = None
-    max_body_bytes: int = Field(8 * 2**20, gt=0)
-    max_decompressed_bytes: int = Field(64 * 2**20, gt=0)
-    # The receiver answers 503 + Retry-After once this many spans wait for the store.
-    max_pending_spans: int = Field(50_000, gt=0)
-    interval_seconds: float = Field(5.0, gt=0)
-    settle_seconds: float = Field(10.0, ge=0)
-    idle_seconds: float = Field(300.0, ge=0)
-    concurrency: int = Field(8, ge=1)
-    lease_seconds: float = Field(300.0, gt=0)
-    max_attempts: int = Field(3, ge=1)
-    retention_seconds: float | None = Field(7 * 24 * 3600, gt=0)
-    # The judge-result cache: a scored result for the same metric (parameters, prompts), judge
-    # model and rebuilt case is reused, without a judge call, for this long; false: always judge
-    judge_cache: bool = True
-    judge_cache_max_age_seconds: float = Field(24 * 3600, gt=0)
-    max_hold_seconds: float = Field(120.0, gt=0)
-    judge_model: str = "gpt-4o"
-    judge_timeout: float = Field(60.0, gt=0)
-    judge_max_concurrency: int = Field(8, ge=1)
-    judge_options: dict[str, Any] = Field(default_factory=dict)
-    # A self-hosted judge: its OpenAI-compatible URL, the NAME of the environment variable that
-    # holds its key (never the key), and how JSON is asked for ("auto" negotiates per server).
-    judge_base_url: str | None = None
-    judge_api_key_env: str | None = None
-    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
-        "auto"
+    store_url: str = Field(
+        default=DEFAULT_STORE_URL,
+        description="Where spans, jobs and results are kept (SQLite or PostgreSQL).",
     )
-    downstream_endpoint: str | None = None  # else OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT
-    # How results leave: "span" (evaluation span under the evaluated span, /v1/traces) and/or
-    # "event" (gen_ai.evaluation.result log record on the evaluated span, /v1/logs)
-    outputs: list[Literal["span", "event"]] = Field(default_factory=_both_outputs, min_length=1)
-    service_name: str = "spanjudge-worker"
-    # Judge-human agreement (spanjudge calibration, the spanjudge_judge_agreement gauges, the
-    # SpanjudgeJudgeAgreementLow alert): labels of the last agreement_window_seconds count; the
-    # alert fires when a rule's Cohen's kappa is under agreement_floor once it has
-    # agreement_min_labels labels
-    agreement_window_seconds: float = Field(30 * 86400, gt=0)
-    agreement_floor: float = Field(0.4, ge=-1.0, le=1.0)
-    agreement_min_labels: int = Field(20, ge=1)
-    rules: list[RuleConfig] = Field(default_factory=list)
-    rules_entrypoint: str | None = None  # "module:function" returning a list of Rule
+    store_schema: str | None = Field(
+        default=None, description="PostgreSQL: keep the tables in this schema."
+    )
+    mode: Literal["child-span", "enrich"] = Field(
+        default="child-span",
+        description="child-span: scores go out as evaluation spans; enrich: the worker forwards "
+        "every span it receives and holds evaluated ones until their scores are on them.",
+    )
+    receiver_host: str = Field(
+        default="127.0.0.1", description="Address the OTLP/HTTP receiver binds."
+    )
+    receiver_port: int = Field(
+        default=4318, ge=0, le=65535, description="Port of the OTLP/HTTP receiver."
+    )
+    bearer_token: str | None = Field(
+        default=None, description="When set, clients must send Authorization: Bearer <token>."
+    )
+    max_body_bytes: int = Field(
+        default=8 * 2**20, gt=0, description="Largest request body accepted."
+    )
+    max_decompressed_bytes: int = Field(
+        default=64 * 2**20, gt=0, description="Largest request body once decompressed."
+    )
+    max_pending_spans: int = Field(
+        default=50_000,
+        gt=0,
+        description="The receiver answers 503 + Retry-After once this many spans wait for the "
+        "store.",
+    )
+    max_hold_seconds: float = Field(
+        default=120.0, gt=0, description="Enrich mode: the longest a span waits for its scores."
+    )
+    judge_model: str = Field(default="gpt-4o", description="The judge: any litellm model name.")
+    judge_timeout: float = Field(default=60.0, gt=0, description="Seconds one judge call may take.")
+    judge_max_concurrency: int = Field(
+        default=8, ge=1, description="Judge calls in flight at once."
+    )
+    judge_options: dict[str, Any] = Field(
+        default_factory=dict, description="More keyword arguments for the litellm judge."
+    )
+    judge_base_url: str | None = Field(
+        default=None, description="A self-hosted judge's OpenAI-compatible URL."
+    )
+    judge_api_key_env: str | None = Field(
+        default=None,
+        description="The NAME of the environment variable that holds the judge's key (never "
+        "the key itself).",
+    )
+    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
+        Field(
+            default="auto",
+            description="How JSON is asked of the judge; auto negotiates per server.",
+        )
+    )
+    downstream_endpoint: str | None = Field(
+        default=None,
+        description="Where scores (and, in enrich mode, spans) go over OTLP/HTTP; unset: "
+        "OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT.",
+    )
+    outputs: list[Output] = Field(
+        default_factory=_all_outputs,
+        min_length=1,
+        description="How results leave: span (evaluation span, /v1/traces) and/or event "
+        "(gen_ai.evaluation.result log record, /v1/logs).",
+    )
+    service_name: str = Field(
+        default="spanjudge-worker", description="service.name of the worker's own telemetry."
+    )
+    # Judge-human agreement: spanjudge calibration, the spanjudge_judge_agreement gauges and the
+    # SpanjudgeJudgeAgreementLow alert read these three
+    agreement_window_seconds: float = Field(
+        default=30 * 86400.0, gt=0, description="Human labels of this last stretch of time count."
+    )
+    agreement_floor: float = Field(
+        default=0.4,
+        ge=-1.0,
+        le=1.0,
+        description="The agreement alert fires when a rule's Cohen's kappa is under this.",
+    )
+    agreement_min_labels: int = Field(
+        default=20, ge=1, description="...once the rule has at least this many labels."
+    )
+    rules: list[RuleConfig] = Field(
+        default_factory=list,
+        description="The rules ([[rules]] tables: metric, target, sample_rate, params, filter, "
+        "...); from the file or keyword arguments only.",
+    )
+    rules_entrypoint: str | None = Field(
+        default=None, description='"module:function" returning a list of Rule objects.'
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -195,13 +248,9 @@ def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSe
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
+    """A heading naming the source, then one ``key: what is wrong`` line per bad key."""
     lines = [f"invalid worker configuration ({source}):"]
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key")
-        else:
-            lines.append(f"  {key}: {err['msg']}")
+    lines += [f"  {line}" for line in error_lines(exc)]
     return "\n".join(lines)
 
 

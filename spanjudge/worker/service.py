@@ -49,7 +49,7 @@ class Worker:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from prometheus_client import CollectorRegistry
 
-        from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+        from spanjudge.evaluators.online.loop.monitor import Monitor
         from spanjudge.exporters.emit.emitter import ScoreEmitter
         from spanjudge.exporters.otlp.receiver import create_receiver_app
         from spanjudge.exporters.store import open_store
@@ -117,20 +117,8 @@ class Worker:
             telemetry=self.telemetry,
             clock=clock,
             after_tick=self.enricher.release if self.enricher is not None else None,
-            config=MonitorConfig(
-                interval_seconds=settings.interval_seconds,
-                settle_seconds=settings.settle_seconds,
-                idle_seconds=settings.idle_seconds,
-                concurrency=settings.concurrency,
-                # claim only what runs now: a worker that leased a large batch would keep it
-                # from idle workers until it got through it (3 workers used to scale like 2)
-                batch_size=settings.concurrency,
-                lease_seconds=settings.lease_seconds,
-                max_attempts=settings.max_attempts,
-                retention_seconds=settings.retention_seconds,
-                judge_cache=settings.judge_cache,
-                judge_cache_max_age_seconds=settings.judge_cache_max_age_seconds,
-            ),
+            # the loop's settings are WorkerSettings' inherited LoopSettings fields
+            config=settings.monitor_config(),
         )
         self.gate = IngestGate(
             self.store,

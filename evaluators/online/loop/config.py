@@ -1,20 +1,124 @@
-"""How the online loop runs: one settings object for :class:`~spanjudge.evaluators.online.Monitor`.
+"""How the online loop runs: each setting declared once, with its default, bounds and meaning.
+
+:class:`LoopSettings` holds the declarations. :class:`MonitorConfig` (the settings object of
+:class:`~spanjudge.evaluators.online.Monitor` and ``spanjudge.monitor()``) is exactly those
+fields, frozen; the worker's :class:`~spanjudge.settings.WorkerSettings` inherits the same
+fields and adds its own, so a file, ``SPANJUDGE_*`` variables and keyword arguments all meet
+the same defaults and the same checks (``docs/reference/settings.md`` is generated from them).
 
 Example::
 
     config = MonitorConfig(interval_seconds=10, settle_seconds=5, concurrency=4)
     mon = Monitor(rules, store="sqlite:///spanjudge.db", config=config)
+
+A bad value raises :class:`~spanjudge.errors.ConfigError` (a ``ValueError``) in one line that
+names the setting: ``MonitorConfig.concurrency: Input should be greater than or equal to 1
+(got 0)``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from spanjudge.errors import ConfigError
+
+__all__ = ["LoopSettings", "MonitorConfig", "error_lines"]
 
 
-@dataclass(frozen=True, slots=True)
-class MonitorConfig:
-    """Timing, concurrency and retry settings of the online loop (every time in seconds).
+def _not_bool(value: Any) -> Any:
+    # pydantic reads True as 1: a flag given where a number belongs is a mistake, not a 1
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+def _bool_or_text(value: Any) -> Any:
+    # true/false, or their text from the environment; 0 and 1 are not read as a flag
+    if not isinstance(value, (bool, str)):
+        raise ValueError("expected true or false")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)]
+Count = Annotated[int, BeforeValidator(_not_bool)]
+Flag = Annotated[bool, BeforeValidator(_bool_or_text)]
+
+
+class LoopSettings(BaseModel):
+    """Timing, concurrency and retry settings of the online loop (every time in seconds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # 5 s, as the worker always had and its docs say: a tick on a quiet store is a few queries,
+    # and a longer one adds up to a whole interval to every evaluation's delay after settling.
+    interval_seconds: Number = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between two ticks of the scheduler (plan, claim, run).",
+    )
+    settle_seconds: Number = Field(
+        default=10.0,
+        ge=0,
+        description="A trace is evaluated once its root ended and no span arrived for this long.",
+    )
+    idle_seconds: Number = Field(
+        default=300.0,
+        ge=0,
+        description="A conversation is evaluated after this long without a new turn.",
+    )
+    concurrency: Count = Field(default=8, ge=1, description="Evaluations that run at once.")
+    batch_size: Count = Field(
+        default=64,
+        ge=1,
+        description="The most jobs claimed at once; a claim never takes more than the free "
+        "evaluation slots, so leased jobs do not wait behind others.",
+    )
+    lease_seconds: Number = Field(
+        default=300.0,
+        gt=0,
+        description="How long a claimed job is this evaluator's before another may take it "
+        "over (a crash costs at most this much delay); results older than this are re-sent.",
+    )
+    max_attempts: Count = Field(
+        default=3,
+        ge=1,
+        description="Attempts per job: transient judge failures (timeouts, 429, 5xx, "
+        "connection errors) are retried in later ticks.",
+    )
+    retry_delay_seconds: Number = Field(
+        default=30.0, ge=0, description="Attempt n of a job waits n times this long after the last."
+    )
+    retention_seconds: Number | None = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Stored spans older than this are deleted (null: kept for ever).",
+    )
+    flush_timeout_seconds: Number = Field(
+        default=2.0,
+        ge=0,
+        description="The longest a tick waits for the exporters to confirm results.",
+    )
+    judge_cache: Flag = Field(
+        default=True,
+        description="Reuse a scored result for the same metric (parameters, prompts), judge "
+        "model and rebuilt case instead of calling the judge again.",
+    )
+    judge_cache_max_age_seconds: Number = Field(
+        default=24 * 3600.0,
+        gt=0,
+        description="How long a cached result is reused; older entries are pruned each tick.",
+    )
+
+    def monitor_config(self) -> MonitorConfig:
+        """These settings as the loop's frozen :class:`MonitorConfig` (from a worker's settings,
+        say), every field taken over by name."""
+        return MonitorConfig(**{name: getattr(self, name) for name in LoopSettings.model_fields})
+
+
+class MonitorConfig(LoopSettings):
+    """The online loop's settings (:class:`LoopSettings`' fields), frozen.
 
     * ``interval_seconds``: between two ticks of the scheduler;
     * ``settle_seconds``: a trace is settled once its root ended and no span arrived for this
@@ -31,49 +135,33 @@ class MonitorConfig:
     * ``judge_cache``: reuse a scored result for the same metric (parameters, prompts), judge
       model and rebuilt case instead of calling the judge again (on by default), within
       ``judge_cache_max_age_seconds`` (default a day); older entries are pruned each tick.
+
+    Example::
+
+        MonitorConfig(interval_seconds=10, settle_seconds=5, concurrency=4)
     """
 
-    interval_seconds: float = 30.0
-    settle_seconds: float = 10.0
-    idle_seconds: float = 300.0
-    concurrency: int = 8
-    batch_size: int = 64
-    lease_seconds: float = 300.0
-    max_attempts: int = 3
-    retry_delay_seconds: float = 30.0
-    retention_seconds: float | None = 7 * 24 * 3600
-    flush_timeout_seconds: float = 2.0
-    judge_cache: bool = True
-    judge_cache_max_age_seconds: float = 24 * 3600
+    model_config = ConfigDict(frozen=True)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.judge_cache, bool):
-            raise ValueError(
-                f"MonitorConfig.judge_cache must be true or false, got {self.judge_cache!r}"
-            )
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "judge_cache":
-                continue
-            if value is None and f.name == "retention_seconds":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"MonitorConfig.{f.name} must be a number, got {value!r}")
-            if not math.isfinite(value):
-                raise ValueError(f"MonitorConfig.{f.name} must be finite, got {value!r}")
-        for name in ("concurrency", "batch_size", "max_attempts"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"MonitorConfig.{name} must be an integer >= 1, got {value!r}")
-        for name in ("interval_seconds", "lease_seconds"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"MonitorConfig.{name} must be positive")
-        for name in ("settle_seconds", "idle_seconds", "retry_delay_seconds"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"MonitorConfig.{name} must not be negative")
-        if self.flush_timeout_seconds < 0:
-            raise ValueError("MonitorConfig.flush_timeout_seconds must not be negative")
-        if self.judge_cache_max_age_seconds <= 0:
-            raise ValueError("MonitorConfig.judge_cache_max_age_seconds must be positive")
-        if self.retention_seconds is not None and self.retention_seconds <= 0:
-            raise ValueError("MonitorConfig.retention_seconds must be positive or None")
+    if not TYPE_CHECKING:  # type checkers keep the keyword signature pydantic derives
+
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise ConfigError("; ".join(error_lines(exc, "MonitorConfig."))) from None
+
+
+def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
+    """One ``key: what is wrong (got value)`` line per error of ``exc``; ``prefix`` goes before
+    each key. The worker's settings and :class:`MonitorConfig` both report with it."""
+    lines = []
+    for err in exc.errors():
+        key = prefix + (".".join(str(p) for p in err["loc"]) or "(top level)")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key")
+            continue
+        got = err.get("input")
+        shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+        lines.append(f"{key}: {err['msg']}{shown}")
+    return lines
