@@ -14,6 +14,7 @@ text for each LLM rule (a call that answered with a tool call only is not owed: 
 retrieve round trip), plus the conversation ``sess-42`` for topic adherence: 5*2 + 5*2 + 1 = 21.
 
     .ci-venv/bin/python benchmarks/interop.py [RECORDING ...] > interop.json
+    .ci-venv/bin/python benchmarks/interop.py --smoke   # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -122,7 +123,14 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recordings", nargs="*", default=[*CONTENT_ON, *CONTENT_OFF])
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: the spanjudge recording only (checks the script runs)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.recordings = ["spanjudge"]
     agent_rules = [n for n, (_, target) in SPAN_RULES.items() if target == "agent"]
     llm_rules = [n for n, (_, target) in SPAN_RULES.items() if target == "llm"]
     judge = start_offline_judge()

@@ -17,6 +17,7 @@ Usage::
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/judge_cost.py \
         [--latency 0.2] [--concurrency 8] [--repeat 1] [--transport auto|litellm|direct]
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/judge_cost.py --grid
+    .venv/bin/python benchmarks/judge_cost.py --smoke   # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -636,9 +637,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the throughput grid: both transports at 0.2/0.05 s and concurrency 8/32",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: 0.005 s judge latency, the case set once (checks the script runs)",
+    )
     parser.add_argument("--point", nargs=4, help=argparse.SUPPRESS)  # one grid row
     parser.add_argument("--bare", nargs=4, help=argparse.SUPPRESS)  # one bare-client row
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.latency, args.repeat = 0.005, 1
     if args.point:
         latency, concurrency, reps, transport = args.point
         point = run(float(latency), int(concurrency), int(reps), transport)

@@ -11,7 +11,7 @@
 
 Usage::
 
-    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/online.py [--quick]
+    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python benchmarks/online.py [--quick | --smoke]
 """
 
 from __future__ import annotations
@@ -173,8 +173,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--latency", type=float, nargs="+", default=[0.1, 0.5])
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: tiny sizes at one 0.02 s latency (checks the script runs)",
+    )
     args = parser.parse_args()
-    cases = 80 if args.quick else 400
+    if args.smoke:
+        args.latency = [0.02]
+    cases = 20 if args.smoke else 80 if args.quick else 400
     result: dict[str, Any] = {
         "machine": {
             "python": platform.python_version(),
@@ -189,7 +196,7 @@ def main() -> None:
             sys.executable,
             str(HERE / "store_write.py"),
             "--spans",
-            "20000" if args.quick else "50000",
+            "1000" if args.smoke else "20000" if args.quick else "50000",
             "--no-postgres",
         ],
         capture_output=True,
@@ -222,7 +229,8 @@ def main() -> None:
                     max_concurrency=args.concurrency,
                     timeout=30,
                 )
-                run_monitor(judge, 16, concurrency=args.concurrency, store_dir=tmp)  # warm-up
+                warm_up = 4 if args.smoke else 16
+                run_monitor(judge, warm_up, concurrency=args.concurrency, store_dir=tmp)
                 n = min(cases, int(8 * args.concurrency / latency))
                 run = run_monitor(judge, n, concurrency=args.concurrency, store_dir=tmp)
             finally:
@@ -243,7 +251,8 @@ def main() -> None:
             )
 
         instant = InstantJudge(max_concurrency=args.concurrency)
-        run_monitor(instant, 50, concurrency=args.concurrency, store_dir=tmp)  # warm-up
+        warm_up = 5 if args.smoke else 50
+        run_monitor(instant, warm_up, concurrency=args.concurrency, store_dir=tmp)
         over = run_monitor(instant, cases, concurrency=args.concurrency, store_dir=tmp)
         result["pipeline_overhead"] = {
             "cases": cases,
@@ -252,7 +261,8 @@ def main() -> None:
         }
 
         memory = []
-        for traces in [3000, 10000] if args.quick else [5000, 15000, 33334]:
+        sizes = [200] if args.smoke else [3000, 10000] if args.quick else [5000, 15000, 33334]
+        for traces in sizes:
             run = run_monitor(
                 instant, traces, concurrency=args.concurrency, sample_rate=0.05, store_dir=tmp
             )

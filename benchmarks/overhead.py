@@ -22,6 +22,7 @@ Example::
 
     bash benchmarks/setup_peers.sh          # once: peer venvs under bench-envs/
     .venv/bin/python benchmarks/overhead.py --quick
+    .venv/bin/python benchmarks/overhead.py --smoke          # seconds; tests/benchmarks runs it
     .venv/bin/python benchmarks/overhead.py --n 20000 --repeats 5 > overhead.json
 """
 
@@ -233,7 +234,7 @@ def build_children(args: argparse.Namespace) -> list[Child]:
     children: list[Child] = []
     python = sys.executable
     for name, (script, extra) in SPANJUDGE_RUNNERS.items():
-        if name == "spanjudge_simple" and args.quick:
+        if name == "spanjudge_simple" and (args.quick or args.smoke):
             continue
         children.append(
             Child(name, [python, str(PEERS_DIR / script), *extra, "--n", str(args.n)], args.n)
@@ -433,6 +434,7 @@ def report(args: argparse.Namespace, info: dict[str, Any], children: list[Child]
             "primary_setup": "spanjudge_batch: SDK TracerProvider + BatchSpanProcessor "
             "(SDK defaults) -> counting in-memory exporter; raw OTel uses the same provider",
             "quick": args.quick,
+            "smoke": args.smoke,
         },
         "machine": info,
         "ratios": ratios,
@@ -459,6 +461,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="smoke run: n=2000, peer-n=500, 3 rounds, no SimpleSpanProcessor run",
     )
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: n=200, 1 round of 2 slices, batch and no-op runners only, no peers "
+        "(checks the script still runs and prints its JSON; the figures mean nothing)",
+    )
+    parser.add_argument(
         "--peers",
         nargs="*",
         default=list(PEER_RUNNERS),
@@ -482,6 +490,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.peer_n, args.repeats = 2000, 500, 3
+    if args.smoke:
+        args.n, args.repeats, args.slices, args.no_peers = 200, 1, 2, True
     if args.no_peers:
         args.peers = []
     return args

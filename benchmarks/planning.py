@@ -15,6 +15,7 @@ another one (B, e.g. the virtualenv of a worktree at an older commit), ``--round
 still be read side by side.
 
     python benchmarks/planning.py [--traces 20000] [--compare ../base/.venv/bin/python]
+    python benchmarks/planning.py --smoke        # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -146,7 +147,12 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--compare", help="another Python to alternate with (B)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds: 200 traces (checks the script runs)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.traces = 200
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if args.compare:
         result = compare(args.compare, args.rounds, args.traces)

@@ -21,6 +21,7 @@ machine (CPU count, load averages before and after each part).
   ticks + judge latency (calls per evaluation x latency).
 
     python benchmarks/scale.py [--parts memory,scale,lag] [--quick]
+    python benchmarks/scale.py --smoke       # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -630,6 +631,11 @@ def main() -> None:
     parser.add_argument("--snapshots", help=argparse.SUPPRESS)
     parser.add_argument("--parts", default="memory,scale,lag")
     parser.add_argument("--quick", action="store_true", help="100k spans, 1k evaluations")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: every part at tiny sizes, one worker (checks the script runs)",
+    )
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=4000.0, help="spans/s sent (memory)")
     parser.add_argument("--evaluations", type=int, default=10_000)
@@ -653,6 +659,11 @@ def main() -> None:
         return
     if args.quick:
         args.spans, args.evaluations = 100_000, 1_000
+    if args.smoke:
+        args.spans, args.rate, args.evaluations, args.memory_latency = 1_300, 5_000.0, 10, 0.01
+        args.workers, args.turns, args.latency, args.concurrency = "1", 8, 0.05, 2
+        args.turns_per_second, args.lag_seconds, args.lag_latency = 10.0, 1.0, 0.02
+        args.lag_concurrency = 2
     parts = args.parts.split(",")
     result: dict[str, Any] = {"machine": machine(), "judge": JudgeProcess.label}
     with tempfile.TemporaryDirectory(prefix="sj-scale-") as tmp_name:

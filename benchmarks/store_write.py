@@ -6,6 +6,7 @@ runs from the first export until ``force_flush`` returns, i.e. until every span 
 Also reports the raw ``write_spans`` rate (records already converted). Prints JSON.
 
     python benchmarks/store_write.py [--spans 50000] [--postgres-url URL | --no-postgres]
+    python benchmarks/store_write.py --smoke [--no-postgres]   # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -113,7 +114,12 @@ def main() -> None:
         ),
     )
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds: 1,000 spans (checks the script runs)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.spans = 1000
 
     spans = make_spans(args.spans)
     out: dict[str, Any] = {

@@ -17,6 +17,7 @@
 
     python benchmarks/worker.py [--seconds 5] [--turns 120] [--latency 0.1] [--ingest-only]
     python benchmarks/worker.py --write-cpu [--rounds 3]
+    python benchmarks/worker.py --smoke      # seconds; tests/benchmarks runs it
 """
 
 from __future__ import annotations
@@ -672,6 +673,12 @@ def write_cpu(batches: int, rounds: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds: one 1 s ingest pair per store, one lag run, one worker in the "
+        "scale-out (checks the script runs)",
+    )
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3, help="child-span/enrich ingest pairs")
     parser.add_argument("--threads", type=int, default=4)
@@ -698,6 +705,11 @@ def main() -> None:
     if args.load:
         run_load(args.load, args.seconds, args.threads)
         return
+    if args.smoke:
+        args.seconds, args.rounds, args.turns, args.latency = 1.0, 1, 6, 0.02
+        args.lag_traces, args.lag_gap = 2, 0.2
+    scale_workers = (1,) if args.smoke else (1, 2, 3)
+    lag_backend = (True,) if args.smoke else (True, False)
 
     if args.pages_only:
         pages = [write_pages(100, stored) for stored in (100, 400)]
@@ -713,14 +725,15 @@ def main() -> None:
         tmp = Path(tmp_name)
         if args.scale_only:
             scale = [
-                bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
+                bench_scale(n, args.turns, args.latency, args.concurrency, tmp)
+                for n in scale_workers
             ]
             print(json.dumps({"machine": _machine(), "scale_out": scale}, indent=2))
             return
         if args.lag_only:
             lag = [
                 bench_lag_steady(args.lag_traces, args.lag_gap, args.latency, tmp, up)
-                for up in (True, False)
+                for up in lag_backend
             ]
             print(json.dumps({"machine": _machine(), "lag_steady": lag}, indent=2))
             return
@@ -730,10 +743,10 @@ def main() -> None:
             return
         result["lag_steady"] = [
             bench_lag_steady(args.lag_traces, args.lag_gap, args.latency, tmp, up)
-            for up in (True, False)
+            for up in lag_backend
         ]
         result["scale_out"] = [
-            bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in (1, 2, 3)
+            bench_scale(n, args.turns, args.latency, args.concurrency, tmp) for n in scale_workers
         ]
         print(json.dumps(result, indent=2))
 

@@ -1,0 +1,216 @@
+"""Every script in benchmarks/ still runs: its ``--smoke`` mode prints the JSON it documents.
+
+The benchmarks measure; they never pass or fail on their figures, so nothing used to notice when
+one stopped running (``reliability.py`` raised ``TypeError`` for a while after the monitor took
+a settings object). Here each script runs at tiny sizes in a subprocess with this interpreter,
+on loopback only (PostgreSQL on 127.0.0.1, as the suite provisions it), and the test checks the
+exit status, that stdout is one JSON document, the top-level keys readers of the JSON rely on,
+and the few outcomes that do not depend on the clock (every case scored, nothing lost or
+duplicated, no span dropped). A renamed parameter, a moved module or a changed key fails here.
+
+The runs go three at a time: most of their time is process start-up and waiting on loopback
+sockets, not CPU, and one after another they take minutes on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.stores import POSTGRES_URL
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+# a script that hangs must fail this file, not stall it (the slowest takes about a minute on
+# two cores shared with other jobs)
+RUN_TIMEOUT = 400
+PARALLEL_RUNS = 3
+
+
+def _check_interop(doc: dict[str, Any]) -> None:
+    (row,) = doc["libraries"]
+    assert row["recording"] == "spanjudge"
+    assert row["scored"] == row["evaluations_owed"] == 21
+    assert row["errors"] == 0
+
+
+def _check_judge_cost(doc: dict[str, Any]) -> None:
+    assert doc["cases"] > 0
+    assert all(m["errors"] == 0 for m in doc["per_metric"].values())
+    passes = {p["pass"]: p for p in doc["backfill_twice"]["passes"]}
+    # the judge-result cache answers every question of the renamed rules
+    assert passes["second"]["judge_calls"] == 0
+    assert passes["first"]["judge_calls"] > 0
+
+
+def _check_online(doc: dict[str, Any]) -> None:
+    assert "sqlite" in doc["store_write"], doc["store_write"]
+    (run,) = doc["throughput"]
+    assert run["errors"] == 0
+    assert run["cases"] > 0
+    assert doc["memory"][0]["evaluated"] > 0
+
+
+def _check_overhead(doc: dict[str, Any]) -> None:
+    batch = doc["runs"]["spanjudge_batch"]
+    assert batch["status"] == "ok", batch.get("error")
+    assert batch["spans_dropped"] == 0
+    for kind in ("agent", "llm", "retriever", "tool", "chain"):
+        assert doc["ratios"]["batch"][kind]["observe_over_raw_otel"] is not None
+    assert doc["ratios"]["vs_peers"] == {}  # no peer venvs in a smoke run
+
+
+PLANNING_RULE_SETS = ("sampled_3.25pct", "every_turn", "sampled_3.25pct_and_conversation_rule")
+
+
+def _check_planning(doc: dict[str, Any]) -> None:
+    for label in PLANNING_RULE_SETS:
+        assert doc[label]["traces_planned"] == 200
+        assert doc[label]["unplanned_left"] == 0
+    assert doc["every_turn"]["jobs_enqueued"] == 200
+
+
+def _check_reliability(doc: dict[str, Any]) -> None:
+    assert [r["fault"] for r in doc["summary"]] == [
+        "judge 500",
+        "judge malformed JSON",
+        "SIGKILL of evaluator processes at random moments",
+    ]
+    for row in doc["summary"]:
+        assert (row["lost"], row["duplicated"]) == (0, 0), row
+        assert row["done"] + row["errored"] == row["expected"] == row["cases"], row
+
+
+def _check_scale(doc: dict[str, Any]) -> None:
+    assert doc["memory"]["spans_received"] == 1300
+    assert doc["memory"]["evaluations"] > 0
+    (run,) = doc["scale_out"]
+    assert (run["workers"], run["evaluations"], run["errors"]) == (1, 8, 0)
+    assert doc["lag"]["evaluations_emitted"] == doc["lag"]["turns"]
+
+
+def _check_store_write(doc: dict[str, Any]) -> None:
+    assert doc["spans"] == 1000
+    for store in ("sqlite", "postgresql"):
+        assert doc[store]["exporter_spans_per_second"] > 0
+        assert doc[store]["write_spans_per_second"] > 0
+
+
+def _check_worker(doc: dict[str, Any]) -> None:
+    for key in ("ingest_sqlite", "ingest_postgres"):
+        assert len(doc[key]) == 1 and "spans_per_second" in doc[key][0]
+    (lag,) = doc["lag_steady"]
+    assert lag["evaluations"] == lag["traces"] == 2
+    (run,) = doc["scale_out"]
+    assert (run["workers"], run["evaluations"]) == (1, 6)
+
+
+# script -> (extra arguments, top-level keys, outcome checks); the slowest first, so the three
+# parallel runs overlap them with the quick ones
+SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]] = {
+    "scale": ([], {"machine", "judge", "memory", "scale_out", "lag"}, _check_scale),
+    "worker": (
+        [],
+        {
+            "machine",
+            "ingest_sqlite",
+            "ingest_sqlite_enrich",
+            "enrich_ingest_ratio_sqlite_median",
+            "ingest_postgres",
+            "ingest_postgres_enrich",
+            "enrich_ingest_ratio_postgres_median",
+            "lag_steady",
+            "scale_out",
+        },
+        _check_worker,
+    ),
+    "reliability": ([], {"machine", "rows", "seconds", "summary"}, _check_reliability),
+    "judge_cost": (
+        [],
+        {
+            "cases",
+            "transport",
+            "calls_per_case",
+            "cases_per_s",
+            "bound_cases_per_s",
+            "throughput_vs_bound",
+            "cpu_ms_per_request",
+            "per_metric",
+            "geval",
+            "backfill_twice",
+        },
+        _check_judge_cost,
+    ),
+    "online": (
+        [],
+        {"machine", "store_write", "throughput", "pipeline_overhead", "memory"},
+        _check_online,
+    ),
+    "interop": ([], {"benchmark", "machine", "judge", "libraries"}, _check_interop),
+    "overhead": (
+        ["--log-dir", "{tmp}"],
+        {"benchmark", "method", "machine", "ratios", "runs"},
+        _check_overhead,
+    ),
+    "planning": (
+        [],
+        {"commit", "spans", *PLANNING_RULE_SETS},
+        _check_planning,
+    ),
+    "store_write": ([], {"benchmark", "spans", "sqlite", "postgresql"}, _check_store_write),
+}
+
+
+def _run(script: str, extra: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "SPANJUDGE_TEST_POSTGRES_URL": POSTGRES_URL,
+        "SPANJUDGE_BENCH_PG": POSTGRES_URL,
+    }
+    args = [a.replace("{tmp}", str(tmp)) for a in extra]
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{script}.py"), "--smoke", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=env,
+        timeout=RUN_TIMEOUT,
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        yield {
+            script: pool.submit(_run, script, extra, tmp_path_factory.mktemp(script))
+            for script, (extra, _, _) in SCRIPTS.items()
+        }
+
+
+def test_every_benchmark_script_has_a_smoke_case() -> None:
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py")}
+    assert scripts == set(SCRIPTS)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_smoke_mode_prints_its_json(
+    script: str, smoke_runs: dict[str, Future[subprocess.CompletedProcess[str]]]
+) -> None:
+    done = smoke_runs[script].result()
+    assert done.returncode == 0, f"{script}.py --smoke failed:\n{done.stderr[-3000:]}"
+    doc = json.loads(done.stdout)
+    _, keys, check = SCRIPTS[script]
+    assert keys <= set(doc), f"missing keys: {sorted(keys - set(doc))}"
+    check(doc)
