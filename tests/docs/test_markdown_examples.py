@@ -184,6 +184,34 @@ def test_self_contained_example_runs(block: Block, otlp_sink: OtlpSink, tmp_path
     assert result.returncode == 0, f"{block.where} failed:\n{result.stderr[-3000:]}"
 
 
+TOML_FENCE = re.compile(r"^```toml[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+TOML_BLOCKS = [
+    (
+        f"{document.relative_to(ROOT).as_posix()}:{text.count(chr(10), 0, match.start()) + 1}",
+        match.group(1),
+    )
+    for document in _documents()
+    for text in [document.read_text(encoding="utf-8")]
+    for match in TOML_FENCE.finditer(text)
+]
+
+
+def test_the_toml_examples_were_found() -> None:
+    assert len(TOML_BLOCKS) >= 3, (
+        "the worker config examples were not found: the collector is broken"
+    )
+
+
+@pytest.mark.parametrize(("where", "config"), TOML_BLOCKS, ids=[w for w, _ in TOML_BLOCKS])
+def test_toml_example_is_a_valid_worker_config(where: str, config: str, tmp_path: Path) -> None:
+    # every TOML example is a worker config file (or a part of one): the worker must accept it
+    from spanjudge.settings import load_settings
+
+    path = tmp_path / "worker.toml"
+    path.write_text(config, encoding="utf-8")
+    load_settings(path)
+
+
 def test_the_public_api_page_lists_every_public_name() -> None:
     page = (ROOT / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `([A-Za-z_]\w*)` \|", page, re.M))
