@@ -15,7 +15,10 @@
     filter = { service = "support-bot" }
 
 Every key can also come from the environment: ``SPANJUDGE_STORE_URL``, ``SPANJUDGE_MODE``,
-``SPANJUDGE_RECEIVER_PORT``... (rules only from the file or an entry point). Errors name the key.
+``SPANJUDGE_RECEIVER_PORT``... (lists and tables as JSON). Errors name the key. The loop's keys
+(``interval_seconds``, ``concurrency``...) are the fields of ``LoopSettings``
+(evaluators/online/loop/config.py), shared with ``MonitorConfig``. ``docs/reference/settings.md``
+lists every key and variable (``python scripts/settings_table.py`` writes it from them).
 The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen by its extension.
 """
 
@@ -49,17 +52,41 @@ class RuleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # "geval": criteria of your own (params: name, criteria or evaluation_steps, evaluation_params,
-    # threshold...); on target "conversation" it is the conversational G-Eval
-    metric: MetricName
-    target: TargetType = "llm"
-    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    name: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
-    filter: dict[str, Any] | None = None
-    max_per_minute: int | None = Field(default=None, gt=0)
-    max_cost_per_day: float | None = Field(default=None, gt=0)
-    build_case: str | None = None  # "module:function"
+    metric: MetricName = Field(
+        description="A built-in metric; geval is criteria of your own (params: name, criteria "
+        "or evaluation_steps, evaluation_params, threshold...), the conversational G-Eval on "
+        "target conversation."
+    )
+    target: TargetType = Field(
+        default="llm",
+        description="What is evaluated: each llm or agent span, a whole trace, or the turns of "
+        "a conversation.",
+    )
+    sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Share of targets evaluated (stable per target)."
+    )
+    name: str | None = Field(
+        default=None, description="The rule's stable id; unset: <metric>-<target>."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the metric (threshold...)."
+    )
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="Conditions on the target span: span_name, service, agent, model (globs), "
+        "attributes, attributes_exist.",
+    )
+    max_per_minute: int | None = Field(
+        default=None, gt=0, description="Budget: evaluations per minute; the rest is skipped."
+    )
+    max_cost_per_day: float | None = Field(
+        default=None, gt=0, description="Budget: judge cost (USD) per day; the rest is skipped."
+    )
+    build_case: str | None = Field(
+        default=None,
+        description='"module:function" building the test case from the spans, instead of the '
+        "built-in rebuild.",
+    )
 
 
 def _all_outputs() -> list[Output]:
@@ -164,8 +191,8 @@ class WorkerSettings(LoopSettings, BaseSettings):
     )
     rules: list[RuleConfig] = Field(
         default_factory=list,
-        description="The rules ([[rules]] tables: metric, target, sample_rate, params, filter, "
-        "...); from the file or keyword arguments only.",
+        description="The rules: [[rules]] tables with the keys below (from the environment, "
+        "a JSON list of them).",
     )
     rules_entrypoint: str | None = Field(
         default=None, description='"module:function" returning a list of Rule objects.'
@@ -186,6 +213,80 @@ class WorkerSettings(LoopSettings, BaseSettings):
         if path is None:
             return init_settings, env_settings
         return init_settings, env_settings, _file_source(settings_cls, path)
+
+
+# Environment variables spanjudge reads that are not WorkerSettings keys: (variable, read by,
+# what it does). docs/reference/settings.md lists them after the settings, and a test fails when
+# the package reads a variable that is in neither list.
+OTHER_ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
+    (
+        "SPANJUDGE_STORE_URL",
+        "open_store(), spanjudge.monitor()",
+        f"The store used when none is given (default {DEFAULT_STORE_URL}); the worker reads it "
+        "as store_url.",
+    ),
+    (
+        "SPANJUDGE_CACHE_DIR",
+        "G-Eval",
+        "Where the evaluation steps a judge wrote for G-Eval criteria are kept (default "
+        "$XDG_CACHE_HOME/spanjudge, else ~/.cache/spanjudge).",
+    ),
+    ("XDG_CACHE_HOME", "G-Eval", "The cache base directory when SPANJUDGE_CACHE_DIR is unset."),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "configure(), spanjudge demo, the score exporters",
+        "Where traces (and result events) go over OTLP/HTTP when no endpoint is given; a base "
+        "URL gets /v1/traces or /v1/logs appended.",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "configure(), the score exporters",
+        "The same for traces alone; wins over OTEL_EXPORTER_OTLP_ENDPOINT.",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+        "the score exporters (OpenTelemetry SDK)",
+        "The same for gen_ai.evaluation.result events alone.",
+    ),
+    (
+        "OTEL_SERVICE_NAME",
+        "configure() (OpenTelemetry SDK)",
+        "service.name of the traced application when configure() is given none.",
+    ),
+    (
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "configure() (OpenTelemetry SDK)",
+        "More resource attributes of the traced application (key=value,...).",
+    ),
+    (
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "the tracer",
+        "Whether prompts and answers are recorded on spans (default on; false, 0, no or off: "
+        "off); configure(capture_content=...) wins.",
+    ),
+    (
+        "LITELLM_LOCAL_MODEL_COST_MAP",
+        "the litellm judge",
+        "Set to True when unset, so litellm prices calls from its bundled table instead of "
+        "fetching one from the internet.",
+    ),
+    (
+        "OPENAI_API_KEY",
+        "the judge",
+        "The key of openai/ judge models (read by litellm, or by the direct transport).",
+    ),
+    (
+        "OPENAI_API_BASE",
+        "the judge",
+        "The endpoint of openai/ judge models without api_base (also OPENAI_BASE_URL).",
+    ),
+    ("OPENAI_BASE_URL", "the judge", "As OPENAI_API_BASE, when that is unset."),
+    (
+        "(the name in judge_api_key_env)",
+        "the worker's judge",
+        "The judge's key, read from the variable the setting names.",
+    ),
+)
 
 
 # The file load_settings() is reading: settings_customise_sources is a classmethod that only

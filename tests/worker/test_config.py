@@ -71,6 +71,13 @@ def test_yaml_file_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ('[[rules]]\nmetric = "bias"\ntarget = "tool"\n', "rules.0.target"),
         ('[[rules]]\nmetric = "bias"\nsample_rate = 1.5\n', "rules.0.sample_rate"),
         ('[[rules]]\nmetric = "bias"\ncolour = 1\n', "rules.0.colour: unknown key"),
+        # the loop's keys, declared in LoopSettings and shared with MonitorConfig
+        ("interval_seconds = 0\n", "interval_seconds: Input should be greater than 0"),
+        ("concurrency = true\n", "concurrency: Value error, expected a number"),
+        ("batch_size = 0\n", "batch_size: Input should be greater than or equal to 1"),
+        ("judge_cache = 1\n", "judge_cache: Value error, expected true or false"),
+        ("retention_seconds = -5\n", "retention_seconds: Input should be greater than 0"),
+        ('[[rules]]\nmetric = "geval"\ntarget = "llmm"\n', "rules.0.target"),
     ],
 )
 def test_errors_name_the_key(tmp_path: Path, text: str, key: str) -> None:
@@ -85,6 +92,32 @@ def test_env_wrong_type_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPANJUDGE_CONCURRENCY", "many")
     with pytest.raises(ConfigError, match="concurrency"):
         load_settings(None)
+
+
+def test_each_bad_key_is_one_line_of_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPANJUDGE_JUDGE_CACHE", "maybe")
+    monkeypatch.setenv("SPANJUDGE_SETTLE_SECONDS", "-1")
+    with pytest.raises(ConfigError) as info:
+        load_settings(None)
+    heading, *lines = str(info.value).splitlines()
+    assert heading == "invalid worker configuration (environment):"
+    assert sorted(line.split(":")[0].strip() for line in lines) == [
+        "judge_cache",
+        "settle_seconds",
+    ]
+
+
+def test_loop_keys_from_the_environment_reach_the_monitor_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SPANJUDGE_JUDGE_CACHE", "false")
+    monkeypatch.setenv("SPANJUDGE_RETRY_DELAY_SECONDS", "2.5")
+    config = load_settings(None, idle_seconds=0).monitor_config()
+    assert (config.judge_cache, config.retry_delay_seconds, config.idle_seconds) == (
+        False,
+        2.5,
+        0.0,
+    )
 
 
 JSON = """
