@@ -47,6 +47,12 @@ SLOW = {
     "test_worker_log_and_config_errors_never_show_secrets": "a worker process (~6 s)",
     "tests/security/test_hostile_capture.py::"
     "test_every_hostile_atom_once_per_kind": "every hostile value through every capture (~5 s)",
+    "tests/evaluators/loop/test_demo_and_scheduler.py::"
+    "test_demo_exits_non_zero_when_the_judge_fails": "the demo retrying a dead judge (~19 s)",
+    "tests/evaluators/loop/test_exactly_once.py::"
+    "test_sigkill_mid_evaluation_loses_and_duplicates_nothing": "kills an evaluator (~7 s)",
+    "tests/evaluators/cache/test_cache_key.py::"
+    "test_the_key_is_the_same_in_every_process": "fresh interpreters, other hash seeds (~5 s)",
 }
 # A test that takes this fixture runs the worker as a child process: seconds each.
 WORKER_PROCESS_FIXTURE = "start_worker"
