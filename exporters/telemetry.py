@@ -25,6 +25,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from spanjudge.exporters import metric_names as names
+from spanjudge.exporters.kinds import LABELS, Outcome
 
 if TYPE_CHECKING:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -47,10 +48,10 @@ SKIP_REASONS: tuple[str, ...] = ("not_sampled", "rate_budget", "cost_budget", "f
 LAG_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 
 
-def evaluation_label(record: EvaluationRecord) -> str:
-    """The ``label`` of the evaluations counter: pass | fail | error | skipped."""
+def evaluation_label(record: EvaluationRecord) -> Outcome:
+    """The ``label`` of the evaluations counter: the verdict, error or skipped."""
     if record.status == "scored":
-        if record.label in ("pass", "fail"):
+        if record.label in LABELS:  # a stored record may hold anything
             return record.label
         return "pass" if record.success else "fail"
     return "skipped" if record.status == "skipped" else "error"

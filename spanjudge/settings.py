@@ -42,6 +42,7 @@ from pydantic_settings import (
 )
 
 from spanjudge.errors import ConfigError as ConfigError
+from spanjudge.evaluators.judges.structured import StructuredOutput
 from spanjudge.evaluators.online.loop.config import LoopSettings, error_lines
 from spanjudge.exporters.kinds import OUTPUTS, MetricName, Output, TargetType
 from spanjudge.exporters.store import DEFAULT_STORE_URL
@@ -155,11 +156,9 @@ class WorkerSettings(LoopSettings, BaseSettings):
         description="The NAME of the environment variable that holds the judge's key (never "
         "the key itself).",
     )
-    judge_structured_output: Literal["auto", "json_schema", "json_object", "tools", "prompt"] = (
-        Field(
-            default="auto",
-            description="How JSON is asked of the judge; auto negotiates per server.",
-        )
+    judge_structured_output: StructuredOutput = Field(
+        default="auto",
+        description="How JSON is asked of the judge; auto negotiates per server.",
     )
     downstream_endpoint: str | None = Field(
         default=None,

@@ -32,12 +32,15 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-FORMS: tuple[str, ...] = ("json_schema", "json_object", "tools", "prompt")
-STRUCTURED_OUTPUT_CHOICES: tuple[str, ...] = ("auto", *FORMS)
+Form = Literal["json_schema", "json_object", "tools", "prompt"]
+FORMS: tuple[Form, ...] = get_args(Form)
+# the setting (judge_structured_output, structured_output=): negotiate, or pin one form
+StructuredOutput = Literal["auto", Form]
+STRUCTURED_OUTPUT_CHOICES: tuple[StructuredOutput, ...] = get_args(StructuredOutput)
 
 # What a refusal of each form names in the server's error text (lower case).
 _NAMES: dict[str, tuple[str, ...]] = {
