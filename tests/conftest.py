@@ -8,7 +8,8 @@ driver's own connection error.
 
 The fast lane, ``bash scripts/test --fast`` (``pytest -m "not slow"``), leaves out the tests
 ``pytest_collection_modifyitems`` below marks slow: every test that starts a worker process
-(the ``start_worker`` fixture) and those in ``SLOW``. CI and plain ``bash scripts/test`` run all.
+(the ``start_worker`` fixture), the PostgreSQL twin of every test run on both store backends,
+and those in ``SLOW``. CI and plain ``bash scripts/test`` run them all.
 """
 
 import os
@@ -56,10 +57,16 @@ SLOW = {
 }
 # A test that takes this fixture runs the worker as a child process: seconds each.
 WORKER_PROCESS_FIXTURE = "start_worker"
+# The PostgreSQL twin of a test run on both backends (tests/support/stores.py BACKENDS): 46 s of
+# the 77 s the store suite took; the fast lane keeps the SQLite twin, the full run both.
+SLOW_BACKEND = "postgresql"
 
 
 def _is_slow(item: pytest.Item) -> bool:
     if WORKER_PROCESS_FIXTURE in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and SLOW_BACKEND in callspec.params.values():
         return True
     return any(_matches(item.nodeid, prefix) for prefix in SLOW)
 

@@ -28,7 +28,7 @@ from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
-from tests.support.stores import POSTGRES_URL, schema_name
+from tests.support.stores import BACKENDS, POSTGRES_URL, schema_name
 from tests.worker.conftest import base_config, count_spans
 
 SETTLE = 10.0
@@ -85,7 +85,7 @@ def demo_records(demo_request: Any) -> list[SpanRecord]:
     return decode_protobuf(demo_request.SerializeToString(), keep_bytes=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def make_worker(
     request: pytest.FixtureRequest, tmp_path: Path, offline_judge: ScriptedJudgeServer
 ) -> Iterator[Callable[..., Worker]]:

@@ -22,7 +22,7 @@ from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink
-from tests.support.stores import POSTGRES_URL, drop_schema, schema_name
+from tests.support.stores import BACKENDS, POSTGRES_URL, drop_schema, schema_name
 from tests.worker.conftest import base_config
 from tests.worker.test_enrich import HOLD, IDLE, SETTLE
 
@@ -73,7 +73,7 @@ def enriched_request(demo_request: Any) -> ExportTraceServiceRequest:
     return out
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def store_config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     if request.param == "sqlite":
         yield {"store_url": f"sqlite:///{tmp_path}/bytes.db"}
