@@ -18,8 +18,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from spanjudge.exporters.emit.emitter import ScoreEmitter
 from spanjudge.exporters.emit.evaluation_result import score_attributes
+from spanjudge.exporters.kinds import NAMED_METRICS as METRIC_NAMES
 from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.settings import METRIC_NAMES
 from spanjudge.tracer import attributes as attrs
 from tests.deploy.promql import DASHBOARDS, ROOT
 from tests.support.otlp_sink import OtlpSink
