@@ -217,3 +217,14 @@ def test_the_public_api_page_lists_every_public_name() -> None:
     listed = set(re.findall(r"^\| `([A-Za-z_]\w*)` \|", page, re.M))
     missing = sorted(set(spanjudge.__all__) - listed - {"__version__"})
     assert not missing, f"docs/reference/api.md does not list {missing}"
+
+
+@pytest.mark.parametrize("name", ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"])
+def test_relative_links_of_the_root_documents_resolve(name: str) -> None:
+    # the docs build checks docs/; these three live outside it and are read on the forge
+    text = (ROOT / name).read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local or name == "CHANGELOG.md", f"{name}: no relative link found: the pattern is broken"
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, f"{name} links to files that do not exist: {missing}"
