@@ -64,34 +64,31 @@ def _record_error(span: Any, exc: BaseException) -> None:
         capture.note_failure(failure)
 
 
-def _begin(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Start the call's span; returns (span, what the decorator may assume is already on it).
+def _begin(
+    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, Mapping[str, Any] | None, Context | None]:
+    """Start the call's span: the one start path of all four wrappers.
 
-    The second item is ``None`` when the span is not recording.
+    Returns the span; what the decorator may assume is already on it (``None`` when the span is
+    not recording); and the current context if it was read here (``None``: not read, and
+    ``set_span_in_context`` reads it), so the wrapper does not read it again.
     """
     start = plan.hot_start
-    if start is None or not plan.warm or _conversation() is not None:
-        return _begin_general(plan, args, kwargs, None)
-    ctx = get_current()
-    try:
-        known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
-    except Exception:  # an odd argument: the general path records it (or the failure)
-        known = None
-    if known is None:
-        return _begin_general(plan, args, kwargs, ctx)
-    span = (_tracer or _get_tracer()).start_span(plan.span_name, ctx, INTERNAL, known)
-    if span.is_recording():
-        return span, known
-    plan.warm = False
-    return span, None
-
-
-def _begin_general(
-    plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Context | None
-) -> tuple[Any, Any]:
-    """``_begin`` for every call the fast path does not take; ``ctx``: the current context if
-    already read (``None``: the SDK reads it)."""
-    if plan.fixed and CONVERSATION.get() is None:
+    ctx = None
+    if start is not None and plan.warm and _conversation() is None:
+        ctx = get_current()  # read once, handed to the SDK (which would read it 4 times)
+        try:
+            known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
+        except Exception:  # an odd argument: the general path records it (or the failure)
+            known = None
+        if known is not None:
+            span = (_tracer or _get_tracer()).start_span(plan.span_name, ctx, INTERNAL, known)
+            if span.is_recording():
+                return span, known, ctx
+            plan.warm = False
+            return span, None, ctx
+    # The general path: every call the fast path does not take.
+    if plan.fixed and _conversation() is None:
         attributes = plan.static  # nothing about this call changes the name or the start set
         name = plan.span_name
     else:
@@ -103,18 +100,17 @@ def _begin_general(
             attributes = plan.input_attributes(args, kwargs, dict(attributes))
         except Exception as failure:
             capture.note_failure(failure)
-    tracer = _tracer or _get_tracer()
-    span = tracer.start_span(name, context=ctx, attributes=attributes)
+    span = (_tracer or _get_tracer()).start_span(name, ctx, INTERNAL, attributes)
     if not span.is_recording():
         plan.warm = False
-        return span, None
+        return span, None, ctx
     if not warm:
         plan.warm = True
         try:
             plan.on_start(span, args, kwargs)
         except Exception as failure:
             capture.note_failure(failure)
-    return span, attributes
+    return span, attributes, ctx
 
 
 def _enter_conversation(plan: Plan, known: Mapping[str, Any]) -> Any:
@@ -131,22 +127,7 @@ def wrap_function(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # _begin, written out: this is the path most calls take
-        start = plan.hot_start
-        known = ctx = None
-        if start is not None and plan.warm and _conversation() is None:
-            ctx = get_current()  # read once, handed to the SDK (which would read it 4 times)
-            try:
-                known = start(args, kwargs)
-            except Exception:
-                known = None
-        if known is None:
-            span, known = _begin_general(plan, args, kwargs, ctx)
-        else:
-            span = (_tracer or _get_tracer()).start_span(plan.span_name, ctx, INTERNAL, known)
-            if not span.is_recording():
-                plan.warm = False
-                known = None
+        span, known, ctx = _begin(plan, args, kwargs)
         if known is None:
             if not span.get_span_context().is_valid:
                 return fn(*args, **kwargs)  # no SDK: nothing to carry, nothing to record
@@ -194,13 +175,13 @@ def wrap_coroutine(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         # The span starts when the coroutine runs (is awaited), not when it is created.
-        span, known = _begin(plan, args, kwargs)
+        span, known, ctx = _begin(plan, args, kwargs)
         if known is None and not span.get_span_context().is_valid:
             return await fn(*args, **kwargs)
         conv_token = (
             _enter_conversation(plan, known) if known is not None and plan.conv_from_arg else None
         )
-        token = attach(set_span_in_context(span))
+        token = attach(set_span_in_context(span, ctx))
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:  # CancelledError included: ERROR status, then re-raised
@@ -225,11 +206,11 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Runs at the first next(): that is when the span starts.
-        span, known = _begin(plan, args, kwargs)
+        span, known, current = _begin(plan, args, kwargs)
         recording = known is not None
         if not recording and not span.get_span_context().is_valid:
             return (yield from fn(*args, **kwargs))
-        ctx = set_span_in_context(span)
+        ctx = set_span_in_context(span, current)
         chunks: list[Any] = []
         gen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = gen.send
@@ -279,10 +260,10 @@ def wrap_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
 def wrap_async_generator(fn: Callable[..., Any], plan: Plan) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        span, known = _begin(plan, args, kwargs)
+        span, known, current = _begin(plan, args, kwargs)
         recording = known is not None
         # No SDK (invalid span): leave the OpenTelemetry context alone, but keep the protocol.
-        ctx = set_span_in_context(span) if span.get_span_context().is_valid else None
+        ctx = set_span_in_context(span, current) if span.get_span_context().is_valid else None
         chunks: list[Any] = []
         agen = fn(*args, **kwargs)
         method: Callable[[Any], Any] = agen.asend
