@@ -54,6 +54,10 @@ SLOW = {
     "test_sigkill_mid_evaluation_loses_and_duplicates_nothing": "kills an evaluator (~7 s)",
     "tests/evaluators/cache/test_cache_key.py::"
     "test_the_key_is_the_same_in_every_process": "fresh interpreters, other hash seeds (~5 s)",
+    "tests/evaluators/metrics/test_geval.py::"
+    "test_processes_writing_at_once_lose_no_entry": "several writer processes (~8 s)",
+    "tests/evaluators/judges/test_direct.py::"
+    "test_the_direct_path_prices_calls_without_importing_litellm": "a subprocess (3-5 s)",
 }
 # A test that takes this fixture runs the worker as a child process: seconds each.
 WORKER_PROCESS_FIXTURE = "start_worker"
