@@ -8,7 +8,7 @@ driver's own connection error.
 
 The fast lane, ``bash scripts/test --fast`` (``pytest -m "not slow"``), leaves out the tests
 ``pytest_collection_modifyitems`` below marks slow: every test that starts a worker process
-(the ``start_worker`` fixture), the PostgreSQL twin of every test run on both store backends,
+or a user's mypy (``SLOW_FIXTURES``), the PostgreSQL twin of every test run on both store backends,
 and those in ``SLOW``. CI and plain ``bash scripts/test`` run them all.
 """
 
@@ -59,15 +59,18 @@ SLOW = {
     "tests/evaluators/judges/test_direct.py::"
     "test_the_direct_path_prices_calls_without_importing_litellm": "a subprocess (3-5 s)",
 }
-# A test that takes this fixture runs the worker as a child process: seconds each.
-WORKER_PROCESS_FIXTURE = "start_worker"
+# A test that takes one of these fixtures is slow whatever its name: fixture -> why.
+SLOW_FIXTURES = {
+    "start_worker": "runs the worker as a child process (4-18 s each)",
+    "mypy_report": "runs a user's mypy --strict on the installed package (~70 s, once)",
+}
 # The PostgreSQL twin of a test run on both backends (tests/support/stores.py BACKENDS): 46 s of
 # the 77 s the store suite took; the fast lane keeps the SQLite twin, the full run both.
 SLOW_BACKEND = "postgresql"
 
 
 def _is_slow(item: pytest.Item) -> bool:
-    if WORKER_PROCESS_FIXTURE in getattr(item, "fixturenames", ()):
+    if any(name in SLOW_FIXTURES for name in getattr(item, "fixturenames", ())):
         return True
     callspec = getattr(item, "callspec", None)
     if callspec is not None and SLOW_BACKEND in callspec.params.values():
