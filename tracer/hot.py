@@ -114,29 +114,14 @@ def start_builder(
 
 def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder:
     """The input text is one argument (by keyword, else at its position): the lookup is the
-    general path's ``plan._value``, written out in each closure."""
+    general path's ``plan._value``, written out. A retriever records the text as its query; an
+    LLM or agent call as a one-message ``gen_ai.input.messages``."""
     name = where[1]
     at = sys.maxsize if where[0] is None else where[0]  # keyword-only: never positional
-    if kind == "retriever":
-        key = attrs.GEN_AI_RETRIEVAL_QUERY_TEXT
+    as_message = kind != "retriever"
+    key = attrs.GEN_AI_INPUT_MESSAGES if as_message else attrs.GEN_AI_RETRIEVAL_QUERY_TEXT
 
-        def query_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-            if kwargs and name in kwargs:
-                query = kwargs[name]
-            elif at < len(args):
-                query = args[at]
-            else:
-                return None
-            if type(query) is not str or len(query) > _POLICY.plain_limit:
-                return None
-            out = static.copy()
-            out[key] = query
-            return out
-
-        return query_start
-    key = attrs.GEN_AI_INPUT_MESSAGES
-
-    def message_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    def text_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         if kwargs and name in kwargs:
             text = kwargs[name]
         elif at < len(args):
@@ -145,16 +130,17 @@ def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder
             return None
         if type(text) is not str:
             return None
-        if not text.isascii():
-            text = _valid(text)
-        json = f"{_USER_OPEN}{encode_basestring(text)}{_USER_CLOSE}"  # one join, not two +
-        if len(json) > _POLICY.plain_limit:
+        if as_message:
+            if not text.isascii():
+                text = _valid(text)
+            text = f"{_USER_OPEN}{encode_basestring(text)}{_USER_CLOSE}"  # one join, not two +
+        if len(text) > _POLICY.plain_limit:
             return None
         out = static.copy()
-        out[key] = json
+        out[key] = text
         return out
 
-    return message_start
+    return text_start
 
 
 def _arguments_start(
