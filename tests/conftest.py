@@ -62,6 +62,8 @@ SLOW = {
     "test_smoke_mode_prints_its_json[scale]": "worker processes at scale, smoke size (~19 s)",
     "tests/benchmarks/test_smoke.py::"
     "test_smoke_mode_prints_its_json[worker]": "a worker benchmark, smoke size (~5 s)",
+    "tests/benchmarks/test_smoke.py::"
+    "test_smoke_mode_prints_its_json[reliability]": "the kill matrix, smoke size (~50 s)",
 }
 # A test that takes one of these fixtures is slow whatever its name: fixture -> why.
 SLOW_FIXTURES = {
