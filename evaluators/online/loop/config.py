@@ -162,6 +162,8 @@ def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
             lines.append(f"{key}: unknown key")
             continue
         got = err.get("input")
-        shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+        # numbers and flags are shown; text never is: a value in the wrong key may be a secret
+        # (an API key pasted into `mode`), and a long one would flood the line
+        shown = f" (got {got!r})" if isinstance(got, (int, float, bool)) or got is None else ""
         lines.append(f"{key}: {err['msg']}{shown}")
     return lines
