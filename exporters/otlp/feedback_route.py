@@ -25,13 +25,12 @@ from starlette.responses import JSONResponse, Response
 
 from spanjudge.exporters.otlp.decode import JSON
 from spanjudge.exporters.otlp.http import (
-    DEFAULT_RETRY_AFTER,
     Rejected,
     gunzip_limited,
     media_type,
     read_limited,
-    retry_after_header,
-    status_body,
+    rejection,
+    store_failed,
 )
 
 logger = logging.getLogger("spanjudge.receiver")
@@ -67,16 +66,10 @@ def feedback_endpoint(
                 raise Rejected(getattr(exc, "status", 400), str(exc)) from None
             except Exception as exc:
                 logger.warning("feedback sink failed", exc_info=True)
-                raise Rejected(
-                    503,
-                    f"could not store feedback: {type(exc).__name__}",
-                    {"Retry-After": retry_after_header(DEFAULT_RETRY_AFTER)},
-                ) from None
+                raise store_failed("feedback", exc) from None
         except Rejected as reject:
             answer(reject.status, media, "json")
-            response = status_body(reject.status, reject.message, JSON)
-            response.headers.update(reject.headers)
-            return response
+            return rejection(reject, JSON)
         answer(200, media, "json")
         return JSONResponse(stored)
 

@@ -25,8 +25,10 @@ __all__ = [
     "gunzip_limited",
     "media_type",
     "read_limited",
+    "rejection",
     "retry_after_header",
     "status_body",
+    "store_failed",
 ]
 
 # google.rpc.Code values for the Status body
@@ -115,3 +117,21 @@ def gunzip_limited(data: bytes, limit: int) -> bytes:
         pending = inflater.unused_data
         if not pending.strip(b"\x00"):  # trailing zero padding is tolerated, like gzip(1)
             return b"".join(out)
+
+
+def store_failed(what: str, exc: BaseException) -> Rejected:
+    """A sink that raised: 503 with ``Retry-After``, since a failing store is transient from the
+    client's view and 503 makes the SDK and the Collector retry instead of dropping the batch.
+    Only the exception's type is said: its message may carry data from the request."""
+    return Rejected(
+        503,
+        f"could not store {what}: {type(exc).__name__}",
+        {"Retry-After": retry_after_header(DEFAULT_RETRY_AFTER)},
+    )
+
+
+def rejection(reject: Rejected, media_type: str) -> Response:
+    """The status body a refused request gets, with the headers the refusal carries."""
+    response = status_body(reject.status, reject.message, media_type)
+    response.headers.update(reject.headers)
+    return response

@@ -42,14 +42,14 @@ from starlette.routing import Mount, Route
 from spanjudge.exporters.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
 from spanjudge.exporters.otlp.feedback_route import feedback_endpoint
 from spanjudge.exporters.otlp.http import (
-    DEFAULT_RETRY_AFTER,
     Backpressure,
     Rejected,
     gunzip_limited,
     media_type,
     read_limited,
+    rejection,
     retry_after_header,
-    status_body,
+    store_failed,
 )
 from spanjudge.exporters.otlp.logs import decode_logs
 from spanjudge.exporters.otlp.serving import BackgroundServer, serve_receiver
@@ -212,19 +212,11 @@ def create_receiver_app(
                         503, str(exc), {"Retry-After": retry_after_header(exc.retry_after)}
                     ) from None
                 except Exception as exc:
-                    # A failing store is transient from the client's view: 503 makes the SDK
-                    # and the Collector retry instead of dropping the batch.
                     logger.warning("receiver sink failed", exc_info=True)
-                    raise Rejected(
-                        503,
-                        f"could not store {signal.items}: {type(exc).__name__}",
-                        {"Retry-After": retry_after_header(DEFAULT_RETRY_AFTER)},
-                    ) from None
+                    raise store_failed(signal.items, exc) from None
         except Rejected as reject:
             answer(reject.status, media, encoding)
-            response = status_body(reject.status, reject.message, reply_media)
-            response.headers.update(reject.headers)
-            return response
+            return rejection(reject, reply_media)
         # the span counter counts spans only; log requests are counted by code and encoding
         answer(200, media, encoding, len(records) if signal is spans_signal else 0)
         return signal.success(media, rejected)
