@@ -144,7 +144,12 @@ class Drain:
                 running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
-                task.result()  # a store failure ends the tick, as before
+                # a job's store failure ends the tick like a planning one: the jobs in flight
+                # finish first, and every task's outcome is read (an exception left unread in a
+                # second task that failed at the same time would be logged as never retrieved)
+                error = None if task.cancelled() else task.exception()
+                if error is not None and failed is None:
+                    failed, plan, pace.backlog = error, False, False
             if not done:
                 continue
             await io(self.confirm)
