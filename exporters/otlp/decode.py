@@ -50,6 +50,10 @@ _STATUS = {
 # OTLP/JSON carries ids as hex where protobuf-JSON expects base64: these keys are rewritten.
 _ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"})
 _MAX_DEPTH = 64  # nesting we accept in AnyValue (arrays / kvlists inside each other)
+# OTLP times are unsigned 64-bit, the store's time columns signed (SQLite INTEGER, PostgreSQL
+# BIGINT): a later time (past the year 2262) would fail the whole batch at the store with an
+# OverflowError, so the one item carrying it is refused here instead.
+MAX_TIME_NS = 2**63 - 1
 
 
 _Request = TypeVar("_Request", bound=Message)
@@ -99,6 +103,16 @@ def hex_id(raw: bytes, size: int, what: str, *, optional: bool = False) -> str |
     return raw.hex()
 
 
+def time_ns(value: int, what: str) -> int:
+    """``value`` (nanoseconds since the epoch) if the store can hold it; :class:`OtlpDecodeError`
+    naming ``what`` if not."""
+    if value > MAX_TIME_NS:
+        raise OtlpDecodeError(
+            f"{what} of {value} ns is out of range: times must be at most {MAX_TIME_NS} ns"
+        )
+    return value
+
+
 class ReceivedSpans(list[SpanRecord]):
     """Decoded spans with, in ``wire``, each one's protobuf bytes as received (same order)."""
 
@@ -112,10 +126,11 @@ def records_from_request(
     rejected: list[str] | None = None,
     wire: list[WireSpan] | None = None,
 ) -> list[SpanRecord]:
-    """Flatten a decoded request into :class:`SpanRecord` objects, validating ids.
+    """Flatten a decoded request into :class:`SpanRecord` objects, validating ids and times.
 
-    A span with an invalid id raises :class:`OtlpDecodeError`, unless ``rejected`` is a list:
-    then the span is skipped and the reason appended (for an OTLP partial-success answer).
+    A span with an invalid id or a time the store cannot hold raises :class:`OtlpDecodeError`,
+    unless ``rejected`` is a list: then the span is skipped and the reason appended (for an
+    OTLP partial-success answer).
     ``wire``: the request's spans as bytes (:func:`split_request`); the answer is then a
     :class:`ReceivedSpans` keeping those of the spans decoded.
     """
@@ -145,13 +160,13 @@ def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> Spa
     trace_id = hex_id(span.trace_id, 16, "trace id")
     span_id = hex_id(span.span_id, 8, "span id")
     assert trace_id is not None and span_id is not None
-    start = span.start_time_unix_nano
+    start = time_ns(span.start_time_unix_nano, "start time")
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         name=span.name,
         start_time_unix_nano=start,
-        end_time_unix_nano=span.end_time_unix_nano or start,
+        end_time_unix_nano=time_ns(span.end_time_unix_nano, "end time") or start,
         parent_span_id=hex_id(span.parent_span_id, 8, "parent span id", optional=True),
         kind=_KINDS.get(span.kind, "INTERNAL"),
         status_code=_STATUS.get(span.status.code, "UNSET"),

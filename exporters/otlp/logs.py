@@ -25,6 +25,7 @@ from spanjudge.exporters.otlp.decode import (
     attributes_of,
     hex_id,
     parse_request,
+    time_ns,
 )
 from spanjudge.exporters.records import LogEvent
 from spanjudge.tracer import attributes as attrs
@@ -91,7 +92,7 @@ def _log_event(
         trace_id=trace_id,
         span_id=span_id,
         event_name=name,
-        time_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
+        time_unix_nano=time_ns(record.time_unix_nano or record.observed_time_unix_nano, "time"),
         attributes=attributes,
         body=any_value(record.body) if record.HasField("body") else None,
         resource=dict(resource),
@@ -107,7 +108,7 @@ def events_from_request(
     """The GenAI content events of a decoded logs request, in order.
 
     Other records are left out and counted in ``ignored`` by reason (``not_genai``,
-    ``own_result``, ``no_trace_id``). A kept record with an invalid id raises
+    ``own_result``, ``no_trace_id``). A kept record with an invalid id or time raises
     :class:`OtlpDecodeError`, unless ``rejected`` is a list (as in records_from_request).
     """
     events: list[LogEvent] = []

@@ -81,8 +81,8 @@ class _Signal:
     rejected_field: str  # its partial_success counter
 
     def success(self, media: str, rejected: list[str]) -> Response:
-        # Items with invalid ids are dropped alone, not the whole batch: OTLP partial success
-        # tells the client how many, and it must not retry them.
+        # Items with invalid ids or times are dropped alone, not the whole batch: OTLP partial
+        # success tells the client how many, and it must not retry them.
         message: Message = self.response()
         if rejected:
             setattr(message.partial_success, self.rejected_field, len(rejected))  # type: ignore[attr-defined]
