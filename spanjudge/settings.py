@@ -24,14 +24,15 @@ The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen b
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -125,6 +126,11 @@ class WorkerSettings(LoopSettings, BaseSettings):
     bearer_token: str | None = Field(
         default=None, description="When set, clients must send Authorization: Bearer <token>."
     )
+    allow_unauthenticated: bool = Field(
+        default=False,
+        validate_default=True,  # its validator checks the bind even when the key is unset
+        description="Serve a non-loopback receiver_host without bearer_token: anyone may write.",
+    )
     max_body_bytes: int = Field(
         default=8 * 2**20, gt=0, description="Largest request body accepted."
     )
@@ -196,6 +202,25 @@ class WorkerSettings(LoopSettings, BaseSettings):
     rules_entrypoint: str | None = Field(
         default=None, description='"module:function" returning a list of Rule objects.'
     )
+
+    @field_validator("bearer_token")
+    @classmethod
+    def _token_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # as an unset template variable gives
+            raise ValueError("is empty (remove the key to run without authentication)")
+        return value
+
+    @field_validator("allow_unauthenticated")
+    @classmethod
+    def _open_bind_is_explicit(cls, allowed: bool, info: ValidationInfo) -> bool:
+        # no bearer_token in info.data: it failed its own check, which is reported already
+        host, token = info.data.get("receiver_host"), info.data.get("bearer_token", "")
+        if allowed or not host or token is not None or host == "localhost":
+            return allowed
+        with suppress(ValueError):  # any other host name may resolve to any interface
+            if ipaddress.ip_address(host.strip("[]")).is_loopback:
+                return allowed
+        raise ValueError(f"must be true to serve receiver_host {host} without a bearer_token")
 
     @classmethod
     def settings_customise_sources(

@@ -62,9 +62,9 @@ def test_deployment_is_replicated_probed_and_resourced() -> None:
     assert container["resources"]["requests"]["memory"]
     env = {e["name"]: e for e in container["env"]}
     assert env["SPANJUDGE_RECEIVER_HOST"]["value"] == "0.0.0.0"
-    # store URL and judge key come from Secrets, not literals
+    # store URL, judge key and the receiver's token (it binds 0.0.0.0) come from Secrets
     secrets = {s["metadata"]["name"]: s for s in kinds["Secret"]}
-    for name in ("SPANJUDGE_STORE_URL", "OPENAI_API_KEY"):
+    for name in ("SPANJUDGE_STORE_URL", "OPENAI_API_KEY", "SPANJUDGE_BEARER_TOKEN"):
         ref = env[name]["valueFrom"]["secretKeyRef"]
         assert ref["key"] in secrets[ref["name"]]["stringData"]
 
@@ -94,6 +94,8 @@ def test_configmap_holds_a_worker_config_the_worker_accepts(
     [deployment] = by_kind()["Deployment"]
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
     assert {"name": "config", "configMap": {"name": configmap["metadata"]["name"]}} in volumes
+    # as the Deployment sets it from its Secret: without it a 0.0.0.0 bind is refused
+    monkeypatch.setenv("SPANJUDGE_BEARER_TOKEN", "from-the-secret")
     path = tmp_path / "worker.toml"
     path.write_text(configmap["data"]["worker.toml"])
     settings = load_settings(path)
