@@ -239,6 +239,10 @@ def feedback_http_sink(
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise FeedbackError(f"invalid feedback: the body is not JSON ({exc})") from None
+        except RecursionError:
+            # a body nested deeper than the parser recurses is the client's mistake: a 400,
+            # not a 503 that would have it sent again forever
+            raise FeedbackError("invalid feedback: the JSON body is nested too deeply") from None
         item = record_feedback(store, parse_feedback(data, source="http"), metrics=metrics)
         if stored is not None:
             stored(item)

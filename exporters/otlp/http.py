@@ -31,8 +31,22 @@ __all__ = [
     "store_failed",
 ]
 
-# google.rpc.Code values for the Status body
-_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14, 500: 13}
+# The google.rpc.Code of each HTTP status the Status body goes with: clients read the code, and
+# UNKNOWN (2), the answer for any status not listed, tells them nothing.
+_GRPC_CODE = {
+    400: 3,  # INVALID_ARGUMENT
+    401: 16,  # UNAUTHENTICATED
+    403: 7,  # PERMISSION_DENIED
+    404: 5,  # NOT_FOUND
+    405: 12,  # UNIMPLEMENTED
+    413: 8,  # RESOURCE_EXHAUSTED
+    415: 3,  # INVALID_ARGUMENT
+    429: 8,  # RESOURCE_EXHAUSTED
+    500: 13,  # INTERNAL
+    501: 12,  # UNIMPLEMENTED
+    503: 14,  # UNAVAILABLE
+    504: 4,  # DEADLINE_EXCEEDED
+}
 DEFAULT_RETRY_AFTER = 1.0
 
 

@@ -181,7 +181,7 @@ def test_http_feedback_refuses_bad_input(
     answer = post(client, gzip.compress(json.dumps(sent).encode()), **{"Content-Encoding": "gzip"})
     assert answer.status_code == status
     assert message in answer.json()["message"]
-    assert answer.json()["code"] == (3 if status == 400 else 2)
+    assert answer.json()["code"] == (3 if status == 400 else 5)  # INVALID_ARGUMENT, NOT_FOUND
     assert store.feedback() == []
 
 
