@@ -93,6 +93,11 @@ class SpanLog(Protocol):
         """All stored spans of a trace, by start time."""
         ...
 
+    def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
+        """Up to ``limit`` stored trace ids starting with ``prefix`` (hex, any case), in id
+        order; none for an empty or non-hex prefix. Resolves the shortened ids people copy."""
+        ...
+
     def traces_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
         """The stored spans of several traces at once (one read per 500 ids), each trace's by
         start time; every id asked for is a key (an empty list when nothing is stored)."""

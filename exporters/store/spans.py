@@ -27,6 +27,8 @@ from spanjudge.exporters.store.rows import (
     span_row,
 )
 
+_HEX = "0123456789abcdef"
+
 
 def mark_planned_in(
     store: SqlCore,
@@ -164,6 +166,21 @@ class SpanQueries(OutboxQueries):
                 self, cur, traces=traces, conversations=conversations, now=now, lock=self.row_lock
             )
             return enqueued
+
+    def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
+        low = prefix.lower()
+        if not low or low.strip(_HEX):
+            return []
+        # A range on the primary key, not LIKE: PostgreSQL's btree serves LIKE 'x%' only
+        # under the C collation, and hex digits order the same way in every collation.
+        where, args = "trace_id >= ?", [low]
+        if low.strip("f"):  # "ff..." has no next prefix of its length: no upper bound
+            where += " AND trace_id < ?"
+            args.append(format(int(low, 16) + 1, f"0{len(low)}x"))
+        rows = self.select(
+            f"SELECT trace_id FROM traces WHERE {where} ORDER BY trace_id LIMIT ?", (*args, limit)
+        )
+        return [row[0] for row in rows]
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
         rows = self.select(

@@ -22,6 +22,7 @@ from spanjudge.cli.common import (
     load_cli_settings,
     opened_store,
     parse_since,
+    resolve_trace_id,
     usage_error,
 )
 from spanjudge.cli.review import COMMANDS as REVIEW_COMMANDS
@@ -183,7 +184,9 @@ def backfill(since: str, config_path: str | None) -> None:
 def explain(trace_id: str, config_path: str | None, store_url: str | None) -> None:
     """Show how each span of a stored trace is read and what the rules would evaluate.
 
-    Never calls the judge. Exit code 2 when the trace is not in the store.
+    TRACE_ID may be its first characters, as the demo's table prints it, when only one
+    stored trace starts with them. Never calls the judge. Exit code 2 when the trace is not
+    in the store.
     """
     from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
     from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
@@ -195,8 +198,8 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
     # the metrics need a judge object; this one refuses every call
     judge = OfflineJudge(settings.judge_model)
     rules = build_rules(settings, judge) if configured else []
-    trace_id = trace_id.strip().lower()
     with opened_store(settings.store_url, hint="pass --store or --config") as store:
+        trace_id = resolve_trace_id(store, trace_id, where=redact_url(settings.store_url))
         spans = load_trace(store, trace_id)
         if not spans:
             usage_error(

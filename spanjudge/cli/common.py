@@ -28,6 +28,7 @@ from spanjudge.errors import ConfigError, FeedbackError, SpanjudgeError
 
 if TYPE_CHECKING:
     from spanjudge.exporters.store import SpanStore
+    from spanjudge.exporters.store.base import SpanLog
     from spanjudge.settings import WorkerSettings
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "TRACE_ID_CHARS",
     "CommandError",
     "SpanjudgeGroup",
     "command_failed",
@@ -42,6 +44,7 @@ __all__ = [
     "missing_sqlite_file",
     "opened_store",
     "parse_since",
+    "resolve_trace_id",
     "since_option_value",
     "store_options",
     "usage_error",
@@ -190,3 +193,26 @@ def opened_store(url: str, *, hint: str = "pass --store") -> Iterator[SpanStore]
         yield store
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------------------ trace ids
+TRACE_ID_CHARS = 32
+
+
+def resolve_trace_id(store: SpanLog, given: str, *, where: str) -> str:
+    """The stored trace id that starts with ``given`` (the demo's table prints 12 characters);
+    a whole id is returned as it is, for the command to report when it is not stored.
+
+    No match or several is a usage error; ``where`` names the store in the message."""
+    prefix = given.strip().lower()
+    if len(prefix) >= TRACE_ID_CHARS:
+        return prefix
+    found = store.trace_ids_with_prefix(prefix, limit=2)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        usage_error(
+            f"no trace starting with {prefix!r} in the store {where} (a trace id is "
+            f"{TRACE_ID_CHARS} hex characters; wrong id or store, or not arrived yet)"
+        )
+    usage_error(f"several traces start with {prefix}: {', '.join(found)}, ...; give more of it")

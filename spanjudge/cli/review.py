@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from spanjudge.cli.common import (
+    TRACE_ID_CHARS,
     load_cli_settings,
     opened_store,
+    resolve_trace_id,
     since_option_value,
     store_options,
     usage_error,
@@ -69,10 +71,17 @@ def feedback(
     config_path: str | None,
     store_url: str | None,
 ) -> None:
-    """Record a person's pass/fail label on a trace, a span or a conversation."""
+    """Record a person's pass/fail label on a trace, a span or a conversation.
+
+    TRACE_ID may be its first characters when only one stored trace starts with them."""
+    from spanjudge.exporters.store.urls import redact_url
     from spanjudge.human_feedback import parse_feedback, record_feedback
 
     settings = load_cli_settings(config_path, store_url)
+    # only a shortened id is looked up first: a whole one is checked after the label is
+    if trace_id is not None and len(trace_id.strip()) < TRACE_ID_CHARS:
+        with opened_store(settings.store_url) as store:
+            trace_id = resolve_trace_id(store, trace_id, where=redact_url(settings.store_url))
     given = {
         "trace_id": trace_id,
         "span_id": span_id,
