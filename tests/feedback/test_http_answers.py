@@ -13,19 +13,17 @@ from starlette.testclient import TestClient
 from spanjudge.exporters.otlp.decode import JSON, PROTOBUF
 from spanjudge.exporters.otlp.http import status_body
 from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.store import SpanStore, open_store
+from spanjudge.exporters.store import SpanStore
 from spanjudge.human_feedback import feedback_http_sink
+from tests.support.stores import sqlite_store
 
 HEADERS = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SpanStore]:
-    opened = open_store(str(tmp_path / "feedback.db"))
-    try:
+    with sqlite_store(tmp_path / "feedback.db") as opened:
         yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture

@@ -90,3 +90,13 @@ def stores_on(backend: str, path: Path, schema: str) -> Iterator[StoreFactory]:
         for store in opened:
             with contextlib.suppress(StoreError):
                 store.close()
+
+
+@contextlib.contextmanager
+def sqlite_store(path: Path) -> Iterator[SpanStore]:
+    """A new SQLite store in the file ``path``, closed on exit."""
+    opened = SQLiteStore(str(path))
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -31,7 +31,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app
-from spanjudge.exporters.store import SpanStore, open_store
+from spanjudge.exporters.store import SpanStore
+from tests.support.stores import sqlite_store
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -43,11 +44,8 @@ TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SpanStore]:
-    opened = open_store(str(tmp_path / "spans.db"))
-    try:
+    with sqlite_store(tmp_path / "spans.db") as opened:
         yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture
