@@ -42,6 +42,7 @@ from spanjudge.exporters.emit.evaluation_result import (
     feedback_event,
 )
 from spanjudge.exporters.kinds import OUTPUTS, Output
+from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
 
 if TYPE_CHECKING:
@@ -302,7 +303,8 @@ class ScoreEmitter:
                 logger.warning(
                     "evaluation record %s/%s has no usable trace id; no %s emitted",
                     getattr(record, "rule", "?"),
-                    getattr(record, "target_id", "?"),
+                    # a conversation target's id is whatever the sender's spans said
+                    log_text(getattr(record, "target_id", "?")),
                     name,
                 )
                 channel.worker.drop(DROP_INVALID)

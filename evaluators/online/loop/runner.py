@@ -33,6 +33,7 @@ from spanjudge.evaluators.online.rebuild.targets import (
     conversation_target,
     find_targets,
 )
+from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store import Job, JudgeCache, SpanStore, StoreError
 from spanjudge.tracer import attributes as attrs
@@ -167,7 +168,8 @@ class Runner:
         except StoreError:
             raise  # the store, not a row: run_job gives the job back
         except Exception as exc:  # a broken store row must not stop the other jobs
-            logger.warning("could not load spans for job %s: %s", job.job_id, exc)
+            # the message may quote a stored (received) value: escaped and cut
+            logger.warning("could not load spans for job %s: %s", job.job_id, log_text(exc))
             spans, target = [], None
         record = new_record(rule, job, target, started)
         if target is None:
@@ -184,7 +186,7 @@ class Runner:
         try:
             key = cache_key(rule.metric, case)
         except Exception as exc:  # an odd parameter must not stop the evaluation
-            logger.warning("no judge cache key for rule %s: %s", rule.name, exc)
+            logger.warning("no judge cache key for rule %s: %s", rule.name, log_text(exc))
             return record, case, None
         if key is not None:
             hit = self.cache.lookup(key, now=self.clock())

@@ -10,6 +10,9 @@ find no target are counted and logged, never silently dropped.
   (``spanjudge.rules.no_target``, logged once per rule, service and reason with the span kinds
   found instead).
 
+Names, scopes and attribute keys in these lines come from the sender, so they pass through
+:func:`~spanjudge.exporters.logtext.log_text` (escaped, cut) before they are logged.
+
 Example::
 
     coverage = Coverage(telemetry)
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING
 from spanjudge.evaluators.online.rebuild.dialects import dialect_of, kind_of, read_span, span_shape
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import Target, find_targets
+from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -39,6 +43,8 @@ logger = logging.getLogger("spanjudge.planner")
 
 KEYS_SHOWN = 30
 """Attribute keys of an unrecognised span listed in its log line."""
+KEY_CHARS = 64
+"""Characters kept of each listed attribute key (keys come from received spans, unbounded)."""
 MEMORY = 10_000
 """Shapes and (rule, service, reason) keys remembered as already logged, oldest forgotten."""
 
@@ -232,7 +238,7 @@ class Coverage:
                         "See how they were read: spanjudge explain %s",
                         rule,
                         what.format(target=target, n=count, unit=unit),
-                        service,
+                        log_text(service),
                         describe_kinds(miss.kinds, miss.unknown),
                         miss.example,
                     )
@@ -245,16 +251,17 @@ class Coverage:
             if not self.logged.first(("shape", shape)):
                 continue
             keys = sorted(span.attributes)
-            shown = ", ".join(keys[:KEYS_SHOWN]) + (
+            # names and keys come from the sender: escaped and cut, so none forges a log line
+            shown = ", ".join(log_text(k, KEY_CHARS) for k in keys[:KEYS_SHOWN]) + (
                 f", ... ({len(keys)} keys)" if len(keys) > KEYS_SHOWN else ""
             )
             logger.warning(
-                "span %r of service %s (scope %s) is read by no GenAI dialect, so no rule can "
+                "span '%s' of service %s (scope %s) is read by no GenAI dialect, so no rule can "
                 "target it (fine for HTTP or database steps); attributes: %s. "
                 "See: spanjudge explain %s",
-                span.name,
-                span.service_name or service,
-                span.scope_name or "?",
+                log_text(span.name),
+                log_text(span.service_name or service),
+                log_text(span.scope_name or "?"),
                 shown or "none",
                 span.trace_id,
             )
