@@ -10,9 +10,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
+
+APSCHEDULER_LOGGER = "apscheduler"
+
+
+def quiet_apscheduler() -> None:
+    """Keep APScheduler's per-run INFO lines ("Running job ...", "... executed successfully",
+    two every tick) out of the worker's log at the default level, where they drowned its own
+    messages. Its warnings (a missed or skipped run) still show. Left alone when the user set
+    the ``apscheduler`` logger's level themselves."""
+    quiet = logging.getLogger(APSCHEDULER_LOGGER)
+    if quiet.level == logging.NOTSET:
+        quiet.setLevel(logging.WARNING)
 
 
 def every(run: Callable[[], None], *, seconds: float, kind: str | None, job_id: str) -> Any:
@@ -31,6 +44,7 @@ def every(run: Callable[[], None], *, seconds: float, kind: str | None, job_id: 
             kind = "asyncio"
         except RuntimeError:
             kind = "background"
+    quiet_apscheduler()
     job: Callable[..., Any]
     if kind == "asyncio":
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
