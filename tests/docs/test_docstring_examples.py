@@ -115,6 +115,12 @@ def test_docstring_example_matches_the_api(where: str, block: str) -> None:
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{where}: {node.module} has no {alias.name!r}"
                 imported[alias.asname or alias.name] = getattr(module, alias.name)
+    check_call_keywords(tree, imported, where)
+
+
+def check_call_keywords(tree: ast.AST, imported: dict[str, Any], where: str) -> None:
+    """Every call of an imported spanjudge callable in ``tree`` passes only keywords that its
+    signature accepts (the markdown examples' test uses it too)."""
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue

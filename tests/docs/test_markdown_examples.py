@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
 import os
 import re
 import subprocess
@@ -30,7 +29,7 @@ from typing import Any
 import pytest
 
 import spanjudge
-from tests.docs.test_docstring_examples import _resolve
+from tests.docs.test_docstring_examples import check_call_keywords
 from tests.support.otlp_sink import OtlpSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,24 +134,7 @@ def test_example_compiles_and_matches_the_public_api(block: Block) -> None:
                     f"{block.where}: {node.module} has no {alias.name!r}"
                 )
                 imported[alias.asname or alias.name] = getattr(module, alias.name)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        target = _resolve(node.func, imported)
-        if target is None or not callable(target):
-            continue
-        try:
-            parameters = inspect.signature(target).parameters.values()
-        except (TypeError, ValueError):
-            continue
-        if any(p.kind is p.VAR_KEYWORD for p in parameters):
-            continue
-        accepted = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY}
-        for keyword in node.keywords:
-            if keyword.arg is not None:
-                assert keyword.arg in accepted, (
-                    f"{block.where}: {ast.unparse(node.func)}() takes no keyword {keyword.arg!r}"
-                )
+    check_call_keywords(tree, imported, block.where)
 
 
 @pytest.fixture(scope="module")
