@@ -122,6 +122,11 @@ SPANJUDGE_EVAL_ID: Final = "spanjudge.evaluation.id"
 SPANJUDGE_EVAL_CONTEXT_SOURCE: Final = "spanjudge.evaluation.context_source"
 # true when the result was reused from the judge-result cache (no judge call was made for it)
 SPANJUDGE_EVAL_CACHED: Final = "spanjudge.evaluation.cached"
+# The judge's own timing (the evaluation span sits in the evaluated span's time window, so its
+# start and end are not when the judge ran): Unix seconds when the result was produced, and
+# seconds the evaluation took
+SPANJUDGE_EVAL_JUDGED_AT: Final = "spanjudge.evaluation.judged_at"
+SPANJUDGE_EVAL_DURATION: Final = "spanjudge.evaluation.duration"
 
 # Human feedback: the log event a person's label leaves as, on the labelled span; it carries
 # gen_ai.evaluation.name / score.label / score.value / explanation (the note) like a result

@@ -5,7 +5,10 @@ evaluation result) feeds every form, so they cannot disagree:
 
 * the **evaluation span** (:func:`evaluation_span`): child of the evaluated span, named
   ``evaluation {metric}``, with the semconv fields, the project's provenance
-  (``spanjudge.evaluation.*``) and a ``gen_ai.evaluation.result`` span event;
+  (``spanjudge.evaluation.*``) and a ``gen_ai.evaluation.result`` span event. It is an instant
+  at the evaluated target's end, inside the judged trace's time window, so it never stretches
+  the trace (its duration, its latency percentiles); when the judge ran is in
+  ``spanjudge.evaluation.judged_at`` and ``.duration`` (docs/scores.md says why);
 * the **evaluation event** (:func:`evaluation_event`): the semconv ``gen_ai.evaluation.result``
   log record, carrying the evaluated span's trace id and span id (open-telemetry/
   semantic-conventions-genai, ``model/gen-ai/events.yaml``: "SHOULD be parented to the GenAI
@@ -28,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -39,6 +43,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
+    Link,
     NonRecordingSpan,
     SpanContext,
     SpanKind,
@@ -96,7 +101,8 @@ def _verdicts_json(verdicts: list[dict[str, Any]]) -> str:
 
 
 def provenance(record: EvaluationRecord, *, verdicts: bool = True) -> dict[str, Any]:
-    """The project's ``spanjudge.evaluation.*`` fields: rule, target, threshold, judge, cost..."""
+    """The project's ``spanjudge.evaluation.*`` fields: rule, target, threshold, judge, cost,
+    the judge's timing..."""
     out: dict[str, Any] = {
         attrs.SPANJUDGE_EVAL_RULE: record.rule,
         attrs.SPANJUDGE_EVAL_TARGET: record.target_type,
@@ -124,6 +130,19 @@ def provenance(record: EvaluationRecord, *, verdicts: bool = True) -> dict[str, 
         out[attrs.SPANJUDGE_EVAL_CONTEXT_SOURCE] = record.context_source
     if record.cached:
         out[attrs.SPANJUDGE_EVAL_CACHED] = True
+    out.update(judge_timing(record))
+    return out
+
+
+def judge_timing(record: EvaluationRecord) -> dict[str, Any]:
+    """When the judge produced the result (Unix seconds) and how long the evaluation took
+    (seconds): the evaluation span's own start and end are the evaluated target's, not these."""
+    out: dict[str, Any] = {}
+    if record.finished_at is not None:
+        out[attrs.SPANJUDGE_EVAL_JUDGED_AT] = float(record.finished_at)
+        if record.started_at is not None:
+            duration = max(record.finished_at - record.started_at, 0.0)
+            out[attrs.SPANJUDGE_EVAL_DURATION] = float(duration)
     return out
 
 
@@ -156,12 +175,32 @@ def _ns(seconds: float | None) -> int | None:
     return int(seconds * 1e9) if seconds is not None else None
 
 
-def _times(record: EvaluationRecord) -> tuple[int, int]:
+def _judge_times(record: EvaluationRecord) -> tuple[int, int]:
+    """When the judge ran, in ns: the log event's time, and a linked span's window."""
     now = time.time()
     start = _ns(record.started_at if record.started_at is not None else record.finished_at or now)
     end = _ns(record.finished_at)
     assert start is not None
     return start, max(end if end is not None else start, start)
+
+
+def _linked_trace_id(record: EvaluationRecord) -> int:
+    """A trace of the evaluation span's own, derived from the result so a re-emitted result
+    lands in the same one; never all zeros."""
+    seed = f"spanjudge.evaluation\x1f{record.trace_id}\x1f{record.evaluation_span_id}"
+    digest = hashlib.sha256(seed.encode()).hexdigest()
+    return int(digest[:32], 16) or int(digest[32:], 16)
+
+
+def _status(record: EvaluationRecord) -> Status:
+    """ERROR for a judge error (its message) and for a failing verdict (the one-line summary
+    with the judge's reason), so a UI marks it at a glance; a pass or a skip stays UNSET."""
+    if record.status == "error":
+        return Status(StatusCode.ERROR, record.error_message or record.error_type or None)
+    failed = record.label == "fail" or (record.label is None and record.success is False)
+    if record.status == "scored" and failed:
+        return Status(StatusCode.ERROR, event_body(record)[:MAX_REASON_CHARS])
+    return Status(StatusCode.UNSET)
 
 
 def _trace_id(record: EvaluationRecord) -> int:
@@ -175,18 +214,33 @@ def _trace_id(record: EvaluationRecord) -> int:
 
 def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) -> ReadableSpan:
     """The evaluation span of ``record``; its id is derived from (rule, target), so a re-emitted
-    result is the same span. Raises ``ValueError`` when the record has no (valid) trace id."""
+    result is the same span. Raises ``ValueError`` when the record has no (valid) trace id.
+
+    It is a child of the evaluated span, starting and ending at the evaluated target's end
+    (``target_end_unix_nano``: the span's end; a trace's or a conversation's last end), so the
+    judged trace keeps its duration. A record that does not know that end (its target was gone
+    from the store) gets a trace of its own, timed by the judge, with a link to the evaluated
+    span: placed by the judge's clock in the judged trace, it would stretch it.
+
+    Example::
+
+        span = evaluation_span(record)
+        assert span.start_time == span.end_time == record.target_end_unix_nano
+    """
     trace_id = _trace_id(record)
-    context = SpanContext(trace_id, int(record.evaluation_span_id, 16), False, _SAMPLED)
-    parent = (
+    evaluated = (
         SpanContext(trace_id, int(record.span_id, 16), True, _SAMPLED) if record.span_id else None
     )
-    start, end = _times(record)
-    status = (
-        Status(StatusCode.ERROR, record.error_message or record.error_type or None)
-        if record.status == "error"
-        else Status(StatusCode.UNSET)
-    )
+    links: list[Link] = []
+    if record.target_end_unix_nano:
+        start = end = int(record.target_end_unix_nano)
+        parent = evaluated
+    else:
+        start, end = _judge_times(record)
+        parent = None
+        links = [Link(evaluated)] if evaluated is not None else []
+        trace_id = _linked_trace_id(record)
+    context = SpanContext(trace_id, int(record.evaluation_span_id, 16), False, _SAMPLED)
     return ReadableSpan(
         name=f"evaluation {record.metric}",
         context=context,
@@ -194,8 +248,9 @@ def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) 
         resource=resource or default_resource(),
         attributes=span_attributes(record),
         events=[Event(attrs.GEN_AI_EVALUATION_RESULT_EVENT, result_fields(record), timestamp=end)],
+        links=links,
         kind=SpanKind.INTERNAL,
-        status=status,
+        status=_status(record),
         start_time=start,
         end_time=end,
         instrumentation_scope=InstrumentationScope(attrs.TRACER_NAME),
@@ -218,7 +273,7 @@ def evaluation_event(
     """The ``gen_ai.evaluation.result`` log record of ``record``, parented to the evaluated span
     (its trace id and span id). Raises ``ValueError`` when the record has no (valid) trace id."""
     trace_id = _trace_id(record)
-    _, end = _times(record)
+    _, end = _judge_times(record)  # the event says when the judge gave its verdict
     failed = record.status == "error"
     # the evaluated span's ids ride in the record's context (the non-deprecated way to set them)
     parent = NonRecordingSpan(

@@ -37,8 +37,10 @@ def test_scored_record_becomes_evaluation_span_in_the_evaluated_trace(sink: Otlp
     assert span.span_id == evaluation_span_id("faithfulness-llm", "llm", SPAN_ID)
     assert span.name == "evaluation faithfulness"
     assert span.resource["service.name"] == "spanjudge"
-    assert span.start_time_unix_nano == 1_700_000_010_000_000_000
-    assert span.end_time_unix_nano == 1_700_000_012_500_000_000
+    # an instant at the evaluated span's end; when the judge ran is in attributes
+    assert span.start_time_unix_nano == span.end_time_unix_nano == 1_700_000_000_000_000_000
+    assert span.attributes[attrs.SPANJUDGE_EVAL_JUDGED_AT] == 1_700_000_012.5
+    assert span.attributes[attrs.SPANJUDGE_EVAL_DURATION] == 2.5
     a = span.attributes
     assert a[attrs.GEN_AI_EVALUATION_NAME] == "faithfulness"
     assert a[attrs.GEN_AI_EVALUATION_SCORE_VALUE] == 0.75
