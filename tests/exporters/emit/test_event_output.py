@@ -33,6 +33,9 @@ PROVENANCE = {
     attrs.SPANJUDGE_EVAL_OUTPUT_TOKENS: 30,
     attrs.SPANJUDGE_EVAL_COST: 0.0021,
     attrs.SPANJUDGE_EVAL_SAMPLE_RATE: 0.25,
+    # when the judge ran (the evaluation span itself sits at the evaluated span's end)
+    attrs.SPANJUDGE_EVAL_JUDGED_AT: 1_700_000_012.5,
+    attrs.SPANJUDGE_EVAL_DURATION: 2.5,
     # the result's stable id (the evaluation span's id): what de-duplicates a re-sent event
     attrs.SPANJUDGE_EVAL_ID: evaluation_span_id("faithfulness-llm", "llm", SPAN_ID),
 }
