@@ -18,6 +18,7 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_exporter_dropped_spans_total              counter    reason
     spanjudge_exporter_written_spans_total              counter    (none)
     spanjudge_emitter_dropped_spans_total               counter    reason, output
+    spanjudge_emitter_events_not_accepted_total         counter    (none)
     spanjudge_receiver_requests_total                   counter    code, encoding
     spanjudge_receiver_spans_total                      counter    encoding
     spanjudge_enrich_forwarded_spans_total              counter    held
@@ -63,6 +64,10 @@ EXPORTER_WRITTEN: Final = "spanjudge.exporter.written_spans"
 # (queue_full|export_failed|invalid_record|shutdown) and output (span|event: the evaluation span
 # or the gen_ai.evaluation.result log event; the name predates the event output)
 EMITTER_DROPPED: Final = "spanjudge.emitter.dropped_spans"
+# Counter of evaluation events (and label events) settled unsent because the logs endpoint does
+# not take logs (it answered 404/405/501: Jaeger, Tempo and Phoenix take traces only); the
+# results no longer owe them (exporters/emit/logs_refusal.py)
+EMITTER_EVENTS_NOT_ACCEPTED: Final = "spanjudge.emitter.events_not_accepted"
 # Receiver counters, labels: code (HTTP status) / encoding
 RECEIVER_REQUESTS: Final = "spanjudge.receiver.requests"
 RECEIVER_SPANS: Final = "spanjudge.receiver.spans"

@@ -100,6 +100,10 @@ class Telemetry:
         self.emitter_dropped = meter.create_counter(
             names.EMITTER_DROPPED, description="Evaluation spans the score emitter dropped"
         )
+        self.events_not_accepted = meter.create_counter(
+            names.EMITTER_EVENTS_NOT_ACCEPTED,
+            description="Evaluation events settled unsent: the logs endpoint takes no logs",
+        )
         self.receiver_requests = meter.create_counter(
             names.RECEIVER_REQUESTS, description="OTLP/HTTP requests by status code and encoding"
         )
@@ -149,6 +153,7 @@ class Telemetry:
             for output in names.OUTPUTS:
                 for reason in names.EMITTER_DROP_REASONS:
                     self.emitter_dropped.add(0, {names.L_REASON: reason, names.L_OUTPUT: output})
+            self.events_not_accepted.add(0, {})
             for rule in rules:
                 for reason in SKIP_REASONS:
                     self.skipped.add(0, {names.L_RULE: rule, names.L_REASON: reason})
@@ -264,6 +269,10 @@ class Telemetry:
     def record_emitter_dropped(self, reason: str, count: int = 1, *, output: str = "span") -> None:
         """Evaluation results the score emitter dropped, by reason and output (span|event)."""
         self._add(self.emitter_dropped, count, {names.L_REASON: reason, names.L_OUTPUT: output})
+
+    def record_events_not_accepted(self, count: int) -> None:
+        """Events settled unsent because the logs endpoint does not take logs."""
+        self._add(self.events_not_accepted, count, {})
 
     def record_receiver_request(self, code: int, encoding: str, spans: int = 0) -> None:
         """One OTLP/HTTP request answered with ``code``; ``spans`` accepted from it."""

@@ -11,6 +11,9 @@ Each output has its own bounded queue and writer thread (a
 :class:`~spanjudge.exporters.batch.BatchWorker`), so a dead logs backend never delays the spans,
 and each confirms separately: :meth:`ScoreEmitter.take_confirmed` hands back ``(key, output)``
 once that output's exporter accepted the item, which is when the caller may mark it delivered.
+A logs endpoint that answers 404/405/501 takes no logs (a traces-only backend: Jaeger, Tempo,
+Phoenix): the event output then settles its items unsent, confirmed all the same so that they are
+not owed forever, says so once and counts them (:mod:`.logs_refusal`).
 
 Example::
 
@@ -26,14 +29,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.batch import BatchWorker
+from spanjudge.exporters.emit.channel import Channel
 from spanjudge.exporters.emit.evaluation_result import (
     MISSING_FIELD,
     default_resource,
@@ -41,6 +44,7 @@ from spanjudge.exporters.emit.evaluation_result import (
     evaluation_span,
     feedback_event,
 )
+from spanjudge.exporters.emit.logs_refusal import RECHECK_SECONDS, LogsRefusal
 from spanjudge.exporters.kinds import OUTPUTS, Output
 from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
@@ -69,9 +73,6 @@ __all__ = [
     "ScoreEmitter",
     "check_outputs",
 ]
-
-_BATCH = 512
-_FLUSH_INTERVAL = 0.5
 
 
 class _FeedbackKey(int):
@@ -108,46 +109,6 @@ def check_outputs(outputs: Collection[str]) -> tuple[Output, ...]:
     return tuple(o for o in OUTPUTS if o in outputs)
 
 
-class _Channel:
-    """One output: builds its item from a record and exports batches of them."""
-
-    def __init__(
-        self,
-        output: Output,
-        build: Callable[[EvaluationRecord], Any],
-        export: Callable[[list[Any]], bool],
-        *,
-        max_queue: int,
-        on_dropped: Callable[[str, int], None],
-        on_confirmed: Callable[[list[Any]], None],
-    ) -> None:
-        self.output = output
-        self.build = build
-        self._export = export
-        self._on_confirmed = on_confirmed
-        self.exported = 0
-        self.worker: BatchWorker[tuple[Any, Any]] = BatchWorker(
-            self._handle,
-            name=f"spanjudge-emitter-{output}",
-            max_queue=max_queue,
-            batch_size=_BATCH,
-            flush_interval_seconds=_FLUSH_INTERVAL,
-            on_dropped=on_dropped,
-        )
-
-    def _handle(self, batch: list[tuple[Any, Any]]) -> None:
-        try:
-            ok = self._export([item for item, _ in batch])
-        except Exception:
-            logger.warning("%s export raised", self.output, exc_info=True)
-            ok = False
-        if not ok:
-            self.worker.drop(DROP_EXPORT_FAILED, len(batch))
-            return
-        self.exported += len(batch)
-        self._on_confirmed([(key, self.output) for _, key in batch if key is not None])
-
-
 class ScoreEmitter:
     """Exports evaluation results as spans and/or events from background threads.
 
@@ -176,6 +137,7 @@ class ScoreEmitter:
         resource: Resource | None = None,
         telemetry: Telemetry | None = None,
         max_queue: int = 2048,
+        logs_recheck_seconds: float = RECHECK_SECONDS,
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be positive")
@@ -192,7 +154,9 @@ class ScoreEmitter:
         self._lock = threading.Lock()
         self.span_exporter: SpanExporter | None = None
         self.log_exporter: LogRecordExporter | None = None
-        self._channels: dict[str, _Channel] = {}
+        # set with the event output: whether its endpoint is known not to take logs
+        self.logs_refusal: LogsRefusal | None = None
+        self._channels: dict[str, Channel] = {}
         if "span" in self.outputs:
             if span_exporter is None:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
@@ -208,25 +172,32 @@ class ScoreEmitter:
 
                 log_exporter = OTLPLogExporter()
             self.log_exporter = log_exporter
-            self._add_channel("event", self._event, self._export_events)
+            self.logs_refusal = LogsRefusal(
+                log_exporter,
+                recheck_seconds=logs_recheck_seconds,
+                on_settled=telemetry.record_events_not_accepted if telemetry else None,
+            )
+            self._add_channel("event", self._event, self._export_events, self.logs_refusal)
 
     def _add_channel(
         self,
         output: Output,
         build: Callable[[EvaluationRecord], Any],
         export: Callable[[list[Any]], bool],
+        refusal: LogsRefusal | None = None,
     ) -> None:
         def on_dropped(reason: str, count: int) -> None:
             if self.telemetry is not None:
                 self.telemetry.record_emitter_dropped(reason, count, output=output)
 
-        self._channels[output] = _Channel(
+        self._channels[output] = Channel(
             output,
             build,
             export,
             max_queue=self.max_queue,
             on_dropped=on_dropped,
             on_confirmed=self._add_confirmed,
+            refusal=refusal,
         )
 
     # ---------------------------------------------------------------- builders and exports
@@ -266,6 +237,17 @@ class ScoreEmitter:
         """Evaluation events the log exporter accepted (0 without the event output)."""
         channel = self._channels.get("event")
         return channel.exported if channel else 0
+
+    @property
+    def events_not_accepted(self) -> int:
+        """Events settled unsent because the logs endpoint takes no logs (they are confirmed)."""
+        return self.logs_refusal.settled if self.logs_refusal else 0
+
+    @property
+    def logs_refused_with(self) -> int | None:
+        """The HTTP status with which the logs endpoint said it takes no logs, while that holds
+        (404, 405 or 501); None otherwise."""
+        return self.logs_refusal.code if self.logs_refusal else None
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -364,11 +346,5 @@ class ScoreEmitter:
                 exporter.shutdown()
             except Exception:
                 logger.debug("exporter shutdown failed", exc_info=True)
-
-
-def confirmed_by_output(confirmed: Sequence[tuple[Any, str]]) -> dict[str, list[Any]]:
-    """Group ``take_confirmed()`` pairs by output: ``{"span": [keys], "event": [keys]}``."""
-    grouped: dict[str, list[Any]] = {}
-    for key, output in confirmed:
-        grouped.setdefault(output, []).append(key)
-    return grouped
+        if self.logs_refusal is not None:
+            self.logs_refusal.close()

@@ -8,6 +8,11 @@ went over the wire::
         exporter = OTLPSpanExporter(endpoint=sink.traces_url)
         ...
         spans = sink.wait_for(lambda s: len(s) >= 2)
+
+``OtlpSink(traces_only=True)`` is a backend that takes traces only, as Jaeger, Tempo and Phoenix
+are: ``/v1/logs`` answers 404 (``logs_status`` to answer 405 or 501) and keeps nothing; it only
+counts the requests (``refused_log_requests``). Set ``sink.traces_only = False`` to start taking
+logs (a Collector put in front).
 """
 
 from __future__ import annotations
@@ -70,11 +75,15 @@ class ReceivedLog:
 
 
 class OtlpSink:
-    def __init__(self, status: int = 200, logs_status: int | None = None) -> None:
+    def __init__(
+        self, status: int = 200, logs_status: int | None = None, *, traces_only: bool = False
+    ) -> None:
         self.spans: list[ReceivedSpan] = []
         self.logs: list[ReceivedLog] = []
         self.requests = 0
         self.log_requests = 0
+        self.traces_only = traces_only
+        self.refused_log_requests = 0  # /v1/logs requests a traces-only sink turned away
         self.log_bodies: list[bytes] = []  # raw protobuf bodies of /v1/logs, as received
         self.trace_bodies: list[bytes] = []  # and of /v1/traces
         self.logs_status = logs_status
@@ -88,6 +97,12 @@ class OtlpSink:
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 status = sink.status
+                if self.path.rstrip("/").endswith("/v1/logs") and sink.traces_only:
+                    with sink._cond:
+                        sink.refused_log_requests += 1
+                        sink._cond.notify_all()
+                    self._answer(sink.logs_status or 404, b"404 page not found\n", "text/plain")
+                    return
                 if self.path.rstrip("/").endswith("/v1/logs"):
                     sink._add_logs(body)
                     payload = ExportLogsServiceResponse().SerializeToString()
@@ -96,8 +111,11 @@ class OtlpSink:
                     sink.trace_bodies.append(body)
                     sink._add(ExportTraceServiceRequest.FromString(body))
                     payload = ExportTraceServiceResponse().SerializeToString()
+                self._answer(status, payload, "application/x-protobuf")
+
+            def _answer(self, status: int, payload: bytes, content_type: str) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

@@ -94,6 +94,7 @@ SCRAPED = [
     "spanjudge_exporter_dropped_spans_total",
     "spanjudge_exporter_written_spans_total",
     "spanjudge_emitter_dropped_spans_total",
+    "spanjudge_emitter_events_not_accepted_total",
     "spanjudge_receiver_requests_total",
     "spanjudge_receiver_spans_total",
 ]
@@ -106,6 +107,7 @@ def _fill(telemetry: Telemetry) -> None:
     telemetry.record_exporter_written(10)
     telemetry.record_exporter_dropped("queue_full", 1)
     telemetry.record_emitter_dropped("export_failed", 1)
+    telemetry.record_events_not_accepted(3)
     telemetry.record_receiver_request(200, "protobuf", spans=5)
 
 
@@ -161,3 +163,4 @@ def test_prime_starts_drop_and_skip_counters_at_zero() -> None:
         value("spanjudge_sampler_skipped_total", rule="faithfulness-llm", reason="rate_budget") == 0
     )
     assert value("spanjudge_enrich_forward_failed_spans_total") == 0.0
+    assert value("spanjudge_emitter_events_not_accepted_total") == 0.0
