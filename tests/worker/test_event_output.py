@@ -5,6 +5,7 @@ downstream endpoint twice over, as an evaluation span on ``/v1/traces`` and as a
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -161,3 +162,48 @@ def test_a_worker_process_sends_events_to_the_downstream_logs_endpoint(
     assert {(s.trace_id, s.parent_span_id) for s in evaluations} == {
         (e.trace_id, e.span_id) for e in logs
     }
+
+
+def test_a_traces_only_downstream_gets_every_span_warns_once_and_is_owed_no_event(
+    make_worker: Callable[..., Worker],
+    demo_records: list[SpanRecord],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Jaeger, Tempo and Phoenix answer 404/405 on /v1/logs: with the default outputs the
+    evaluation spans land, one WARNING says what to do, and no event stays owed (issue 30
+    item 10: the events used to be owed forever, behind one opaque exporter ERROR)."""
+    clock = Clock(time.time())
+    with OtlpSink(traces_only=True) as sink:
+        worker = make_worker(sink.endpoint, clock)  # default outputs: span and event
+        assert worker.emitter.outputs == ("span", "event")
+        evaluate_everything(worker, demo_records, clock)
+        results = worker.store.results()
+        spans = _evaluations(sink.wait_for(lambda got: len(_evaluations(got)) >= len(results)))
+        clock.now += 3600  # an hour later, with a tick re-sending whatever is still owed
+        worker.monitor.tick()
+        assert worker.emitter.force_flush(10)
+        worker.monitor.tick()
+        refused = sink.refused_log_requests
+        worker.emitter.shutdown(5)
+    assert results and {s.span_id for s in spans} == {r.evaluation_span_id for r in results}
+    assert worker.store.unemitted_results() == []  # nothing owed, to either output
+    assert refused == 1  # told once; the later events were not sent at all
+    assert worker.emitter.events_not_accepted == len(results)
+    # about the delivery: one WARNING (the planner may warn about the traffic, not counted)
+    warnings = [
+        r
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith(("spanjudge.emit", "opentelemetry"))
+    ]
+    assert len(warnings) == 1 and 'outputs = ["span"]' in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert f"spanjudge_emitter_events_not_accepted_total {len(results)}.0" in _scrape(worker)
+
+
+def _scrape(worker: Worker) -> str:
+    from prometheus_client import generate_latest
+
+    lines = generate_latest(worker.registry).decode().splitlines()
+    return "\n".join(
+        line.split("{")[0] + " " + line.rsplit(" ", 1)[1] for line in lines if line[:1] != "#"
+    )
