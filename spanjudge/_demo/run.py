@@ -111,29 +111,22 @@ def run_demo(
             ),
         )
         errors = _evaluate_all(monitor, store)
-        flushed = emitter.force_flush(10)
+        emitter.force_flush(10)
         results = monitor.results()
         _print_results(console, results)
         failures = []
         if errors:
             failures.append(f"{errors} evaluations failed")
-        if not flushed or emitter.dropped_total:
-            failures.append(f"evaluation results not delivered: {emitter.dropped_by_output()}")
         if not results:
             failures.append("no evaluation ran")
         console.print(_spend(judge))
         console.print(
-            f"{len(results)} evaluations; {emitter.exported} evaluation spans and "
-            f"{emitter.exported_events} gen_ai.evaluation.result events written "
-            f"in {time.perf_counter() - started:.1f}s"
+            f"{len(results)} evaluations in {time.perf_counter() - started:.1f}s; where they went:"
         )
-        if otlp_endpoint:
-            console.print(
-                f"look in your backend ({otlp_endpoint}) for service [bold]spanjudge-demo[/]: each "
-                "evaluated span has a child span 'evaluation <metric>' (traces, /v1/traces) and "
-                "a gen_ai.evaluation.result log event on it (logs, /v1/logs), both with "
-                "gen_ai.evaluation.score.value, .label and .explanation"
-            )
+        lines, undelivered = _delivery(emitter, len(results), otlp_endpoint)
+        for line in lines:
+            console.print(f"  {line}")
+        failures += undelivered
         for failure in failures:
             console.print(f"[red]failed:[/] {failure}")
         return 1 if failures else 0
@@ -193,6 +186,45 @@ def _emitter(otlp_endpoint: str | None) -> Any:
 
     logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]  # untyped in the SDK
     return ScoreEmitter(span_exporter=InMemorySpanExporter(), log_exporter=logs)
+
+
+def _delivery(emitter: Any, total: int, endpoint: str | None) -> tuple[list[str], list[str]]:
+    """Which forms landed, one line each, and the failures: spans that did not land fail the
+    demo; events only when the logs endpoint failed, not when it takes no logs (Jaeger, Tempo
+    and Phoenix take traces only: the spans carry the same fields)."""
+    where = f"{endpoint.rstrip('/')}/v1/" if endpoint else None
+    dropped = emitter.dropped_by_output()
+    spans, events = emitter.exported, emitter.exported_events
+    lines = [
+        f"evaluation spans: {spans} of {total} "
+        + (f"accepted at {where}traces" if where else "written (kept in memory)")
+    ]
+    failures = []
+    if spans < total:
+        failures.append(f"evaluation spans not delivered: {dropped.get('span') or 'timed out'}")
+    refused = emitter.logs_refused_with
+    if refused is not None:
+        lines.append(
+            f"gen_ai.evaluation.result events: {events} of {total}: {where}logs answered HTTP "
+            f"{refused}: it takes no logs (a traces-only backend). The spans carry "
+            'the same fields; for the events, use outputs = ["span"] or a Collector or Loki'
+        )
+    else:
+        lines.append(
+            f"gen_ai.evaluation.result events: {events} of {total} "
+            + (f"accepted at {where}logs" if where else "written (kept in memory)")
+        )
+        if events < total:
+            failures.append(
+                f"evaluation events not delivered: {dropped.get('event') or 'timed out'}"
+            )
+    if where and spans:
+        lines.append(
+            "look in your backend for service [bold]spanjudge-demo[/]: each evaluated span has a "
+            "child span 'evaluation <metric>' with gen_ai.evaluation.score.value, .label and "
+            ".explanation; a failing verdict has status ERROR"
+        )
+    return lines, failures
 
 
 def _print_results(console: Console, results: list[Any]) -> None:
