@@ -29,7 +29,16 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from spanjudge.exporters.records import EvaluationRecord, LogEvent, SpanRecord
 from spanjudge.exporters.store.extensions import FeedbackLog, JudgeCache, Outbox
-from spanjudge.exporters.store.items import Job, JobSpec, OutboxEntry, StoreStats, Unemitted
+from spanjudge.exporters.store.items import (
+    Job,
+    JobSpec,
+    OutboxEntry,
+    PlannedJob,
+    Redo,
+    StoreStats,
+    Superseded,
+    Unemitted,
+)
 
 __all__ = [
     "EventLog",
@@ -86,7 +95,17 @@ class SpanLog(Protocol):
     def mark_planned(
         self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
     ) -> None:
-        """Take traces/conversations out of the settled/idle lists for good."""
+        """Take traces/conversations out of the settled/idle lists, until a new span arrives:
+        a span new to a planned trace is recorded as late (:meth:`late_spans`) and the trace
+        settles again; a new span carrying a planned conversation's id makes it idle again.
+        A span delivered again (same ids) changes nothing."""
+        ...
+
+    def late_spans(self, trace_ids: Sequence[str]) -> dict[str, set[str]]:
+        """For those of these traces that got spans after they were planned: the ids of every
+        span that arrived since the first late one (evaluation spans included: a reader
+        leaves them out). Forgotten once the trace is planned again
+        (``enqueue_planned(replanned=...)``)."""
         ...
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
@@ -168,11 +187,36 @@ class JobQueue(Protocol):
         traces: Sequence[str] = (),
         conversations: Sequence[str] = (),
         now: float,
+        arrived_before: float | None = None,
+        replanned: Sequence[str] = (),
     ) -> int:
         """:meth:`enqueue_jobs` and ``mark_planned(traces=..., conversations=...)`` in one
         transaction, so a page of planned traces is written at once and a trace is never
         marked planned without its jobs (a crash loses both, and the page is planned again).
-        Returns how many jobs were new."""
+        ``arrived_before``: mark only the rows whose last span arrived at or before it (the
+        settle or idle cutoff the page was read with), so a span that arrives while the page
+        is planned leaves its trace or conversation to settle again instead of unseen.
+        ``replanned``: traces planned again for their late spans, whose late-span records
+        are cleared where the trace was marked. Returns how many jobs were new."""
+        ...
+
+    def planned_targets(self, trace_ids: Sequence[str]) -> set[tuple[str, str, str]]:
+        """``(rule, target_type, target_id)`` of every job planned on these traces (a span,
+        the root, or a conversation whose last turn is there), so planning again passes them
+        over without sampling or budget."""
+        ...
+
+    def conversation_jobs(
+        self, conversation_ids: Sequence[str], *, rules: Sequence[str]
+    ) -> dict[tuple[str, str], PlannedJob]:
+        """The jobs of these rules on these conversations, by ``(rule, conversation id)``, each
+        with its state and current result."""
+        ...
+
+    def redo_jobs(self, redos: Sequence[Redo], *, now: float) -> int:
+        """Run finished (``done``/``failed``) jobs again: each current result moves to the
+        superseded results with its reason, the job is pending and due at ``now`` with its
+        attempts reset. Jobs not finished are left alone. Returns how many were redone."""
         ...
 
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
@@ -235,7 +279,25 @@ class ResultStore(Protocol):
         ...
 
     def results_cost_since(self, *, rule: str, since: float) -> float:
-        """Judge cost (USD) of a rule's results completed since ``since`` (daily budgets)."""
+        """Judge cost (USD) of a rule's results completed since ``since``, superseded ones
+        included (daily budgets)."""
+        ...
+
+    def errored_job_ids(self, *, since: float, until: float) -> list[int]:
+        """Jobs whose current result is an error recorded in ``[since, until]``, by id
+        (``backfill --retry-errors`` redoes them)."""
+        ...
+
+    def superseded_results(
+        self,
+        *,
+        rule: str | None = None,
+        target_id: str | None = None,
+        trace_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[Superseded]:
+        """Results a later evaluation of the same target replaced, matching every given
+        filter, oldest first."""
         ...
 
 

@@ -61,6 +61,39 @@ class Job(JobSpec):
 
 
 @dataclass
+class PlannedJob:
+    """A job already planned on a conversation, as planning sees it before judging the
+    conversation again: its state and current result (None while it has none)."""
+
+    job_id: int
+    rule: str
+    target_id: str
+    state: str
+    result: EvaluationRecord | None = None
+
+
+@dataclass
+class Redo:
+    """A finished job to run again: its current result is kept as superseded (``reason``:
+    ``retry_errors``, ``new_turns``) and the job is pending again, attached to ``trace_id`` /
+    ``span_id`` when given (a conversation's new last turn), else where it was."""
+
+    job_id: int
+    reason: str
+    trace_id: str | None = None
+    span_id: str | None = None
+
+
+class Superseded(NamedTuple):
+    """A result a later evaluation of the same target replaced, kept with when and why."""
+
+    job_id: int
+    record: EvaluationRecord
+    superseded_at: float
+    reason: str
+
+
+@dataclass
 class OutboxEntry:
     """Enrich mode: a received span waiting to be forwarded to the backend.
 

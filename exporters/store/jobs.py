@@ -1,9 +1,14 @@
 """The job queue in SQL: one job per (rule, target) ever, leased with one statement per claim.
 
+A finished job runs again only when redone (:meth:`JobQueries.redo_jobs`: an errored result
+retried, a conversation with new turns): its result then moves to ``superseded_results``, so a
+target always has one current result and keeps every earlier one.
+
 Example::
 
     store.enqueue_jobs([JobSpec("faithfulness", "llm", span_id, trace_id, span_id)], now=t)
     jobs = store.claim_jobs(owner="w1", limit=10, lease_seconds=120, now=t)
+    store.redo_jobs([Redo(job_id, "retry_errors")], now=t)
 """
 
 from __future__ import annotations
@@ -11,9 +16,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store.core import Cursor, SqlCore, wall
-from spanjudge.exporters.store.items import DONE, FAILED, LEASED, PENDING, Job, JobSpec
-from spanjudge.exporters.store.rows import JOB_COLUMNS, clean_text, job_from_row, record_to_json
+from spanjudge.exporters.store.core import IDS_PER_LIST, Cursor, SqlCore, wall
+from spanjudge.exporters.store.items import (
+    DONE,
+    FAILED,
+    LEASED,
+    PENDING,
+    Job,
+    JobSpec,
+    PlannedJob,
+    Redo,
+)
+from spanjudge.exporters.store.rows import (
+    JOB_COLUMNS,
+    clean_text,
+    job_from_row,
+    record_from_json,
+    record_to_json,
+)
 from spanjudge.exporters.store.schema import OPEN_JOBS
 
 
@@ -52,9 +72,19 @@ def insert_jobs(store: SqlCore, cur: Cursor, jobs: Sequence[JobSpec], *, now: fl
     return max(cur.rowcount, 0)
 
 
+# The results columns a superseded result keeps (superseded_results has them, then its own).
+_RESULT_COLUMNS = (
+    "job_id, rule, metric, target_type, target_id, trace_id, status, cost, created_at,"
+    " emitted_at, event_emitted_at, record"
+)
+
+
 class JobQueries(SqlCore):
     """:class:`~spanjudge.exporters.store.base.JobQueue` over the shared SQL core; completing a
     job stores its result in the same transaction."""
+
+    #: appended to a select that locks rows before an update (PostgreSQL: ``FOR UPDATE``)
+    row_lock = ""
 
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
         if not jobs:
@@ -142,3 +172,97 @@ class JobQueries(SqlCore):
                 (now,),
             )
             return max(cur.rowcount, 0)
+
+    def planned_targets(self, trace_ids: Sequence[str]) -> set[tuple[str, str, str]]:
+        wanted = sorted({clean_text(t) or "" for t in trace_ids})
+        found: set[tuple[str, str, str]] = set()
+        with self.transaction(write=False) as cur:
+            for start in range(0, len(wanted), IDS_PER_LIST):
+                chunk = wanted[start : start + IDS_PER_LIST]
+                cur.execute(
+                    self.q(
+                        "SELECT rule, target_type, target_id FROM jobs"
+                        f" WHERE trace_id IN ({', '.join('?' * len(chunk))})"
+                    ),
+                    chunk,
+                )
+                found.update((row[0], row[1], row[2]) for row in cur.fetchall())
+        return found
+
+    def conversation_jobs(
+        self, conversation_ids: Sequence[str], *, rules: Sequence[str]
+    ) -> dict[tuple[str, str], PlannedJob]:
+        # ids as the columns hold them (cleaned), handed back under the caller's own
+        asked = {clean_text(c) or "": c for c in conversation_ids}
+        wanted = sorted(asked)
+        found: dict[tuple[str, str], PlannedJob] = {}
+        with self.transaction(write=False) as cur:
+            for rule in sorted(set(rules)):  # the rule leads the jobs' unique index
+                for start in range(0, len(wanted), IDS_PER_LIST):
+                    chunk = wanted[start : start + IDS_PER_LIST]
+                    cur.execute(
+                        self.q(
+                            "SELECT j.job_id, j.target_id, j.state, r.record FROM jobs j"
+                            " LEFT JOIN results r ON r.job_id = j.job_id WHERE j.rule = ?"
+                            " AND j.target_type = 'conversation'"
+                            f" AND j.target_id IN ({', '.join('?' * len(chunk))})"
+                        ),
+                        (rule, *chunk),
+                    )
+                    for job_id, target_id, state, record in cur.fetchall():
+                        conversation_id = asked.get(target_id, target_id)
+                        found[(rule, conversation_id)] = PlannedJob(
+                            int(job_id),
+                            rule,
+                            conversation_id,
+                            state,
+                            None if record is None else record_from_json(record),
+                        )
+        return found
+
+    def redo_jobs(self, redos: Sequence[Redo], *, now: float) -> int:
+        by_id = {redo.job_id: redo for redo in redos}
+        wanted = sorted(by_id)
+        if not wanted:
+            return 0
+        with self.transaction() as cur:
+            finished: list[int] = []
+            for start in range(0, len(wanted), IDS_PER_LIST):
+                # PostgreSQL: lock the jobs first (in id order), so a redo racing another
+                # redo or a claim sees the job as the other left it
+                chunk = wanted[start : start + IDS_PER_LIST]
+                cur.execute(
+                    self.q(
+                        f"SELECT job_id FROM jobs WHERE job_id IN ({', '.join('?' * len(chunk))})"
+                        f" AND state IN ('{DONE}', '{FAILED}') ORDER BY job_id{self.row_lock}"
+                    ),
+                    chunk,
+                )
+                finished.extend(int(row[0]) for row in cur.fetchall())
+            if not finished:
+                return 0
+            redone = [by_id[job_id] for job_id in sorted(finished)]
+            cur.executemany(
+                self.q(
+                    f"INSERT INTO superseded_results ({_RESULT_COLUMNS}, superseded_at, reason)"
+                    f" SELECT {_RESULT_COLUMNS}, ?, ? FROM results WHERE job_id = ?"
+                ),
+                [(now, redo.reason, redo.job_id) for redo in redone],
+            )
+            cur.executemany(
+                self.q("DELETE FROM results WHERE job_id = ?"),
+                [(redo.job_id,) for redo in redone],
+            )
+            cur.executemany(
+                self.q(
+                    f"UPDATE jobs SET state = '{PENDING}', attempts = 0, available_at = ?,"
+                    " lease_owner = NULL, lease_expires_at = NULL,"
+                    " trace_id = COALESCE(?, trace_id), span_id = COALESCE(?, span_id)"
+                    " WHERE job_id = ?"
+                ),
+                [
+                    (now, clean_text(redo.trace_id), clean_text(redo.span_id), redo.job_id)
+                    for redo in redone
+                ],
+            )
+            return len(redone)

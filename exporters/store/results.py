@@ -1,4 +1,5 @@
-"""Stored results in SQL: filtered queries, judge cost for budgets, and the emit-once log.
+"""Stored results in SQL: filtered queries, judge cost for budgets, the emit-once log, and the
+results a later evaluation of the same target superseded.
 
 Example::
 
@@ -13,7 +14,7 @@ from collections.abc import Collection, Sequence
 
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.exporters.store.core import SqlCore
-from spanjudge.exporters.store.items import EMIT_COLUMNS, Unemitted
+from spanjudge.exporters.store.items import EMIT_COLUMNS, Superseded, Unemitted
 from spanjudge.exporters.store.rows import record_from_json
 
 
@@ -76,7 +77,39 @@ class ResultQueries(SqlCore):
         return [record_from_json(row[0]) for row in rows]
 
     def results_cost_since(self, *, rule: str, since: float) -> float:
+        # a superseded result was paid for too
         rows = self.select(
-            "SELECT SUM(cost) FROM results WHERE rule = ? AND created_at >= ?", (rule, since)
+            "SELECT SUM(cost) FROM results WHERE rule = ? AND created_at >= ?"
+            " UNION ALL SELECT SUM(cost) FROM superseded_results WHERE rule = ?"
+            " AND created_at >= ?",
+            (rule, since, rule, since),
         )
-        return float(rows[0][0] or 0.0)
+        return float(sum(row[0] or 0.0 for row in rows))
+
+    def errored_job_ids(self, *, since: float, until: float) -> list[int]:
+        rows = self.select(
+            "SELECT job_id FROM results WHERE status = 'error' AND created_at >= ?"
+            " AND created_at <= ? ORDER BY job_id",
+            (since, until),
+        )
+        return [int(row[0]) for row in rows]
+
+    def superseded_results(
+        self,
+        *,
+        rule: str | None = None,
+        target_id: str | None = None,
+        trace_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[Superseded]:
+        clause, params = self.where(
+            ("rule = ?", rule), ("target_id = ?", target_id), ("trace_id = ?", trace_id)
+        )
+        rows = self.select(
+            "SELECT job_id, record, superseded_at, reason FROM superseded_results"
+            f"{clause} ORDER BY superseded_id LIMIT ?",
+            (*params, limit),
+        )
+        return [
+            Superseded(int(row[0]), record_from_json(row[1]), float(row[2]), row[3]) for row in rows
+        ]

@@ -243,6 +243,38 @@ MIGRATIONS: list[list[str]] = [
         " WHERE forwarded_at IS NOT NULL",
         "CREATE INDEX IF NOT EXISTS outbox_held ON outbox (arrived_at) WHERE hold = 1",
     ],
+    [
+        # A target evaluated again (an errored result redone by `backfill --retry-errors`, a
+        # conversation judged again after a new turn) keeps exactly one current row in results;
+        # the row it replaced moves here with when and why, so nothing judged is ever lost.
+        """CREATE TABLE IF NOT EXISTS superseded_results (
+            superseded_id {id_pk},
+            job_id {bigint} NOT NULL,
+            rule TEXT NOT NULL,
+            metric TEXT NOT NULL,
+            target_type TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            trace_id TEXT,
+            status TEXT NOT NULL,
+            cost {real},
+            created_at {real} NOT NULL,
+            emitted_at {real},
+            event_emitted_at {real},
+            record TEXT NOT NULL,
+            superseded_at {real} NOT NULL,
+            reason TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS superseded_results_job ON superseded_results (job_id)",
+        # daily budgets count what superseded results cost too
+        "CREATE INDEX IF NOT EXISTS superseded_results_rule ON superseded_results"
+        " (rule, created_at)",
+        # Traces that got spans after they were planned, with when the first came: the trace
+        # settles and is planned again for the spans that arrived since (new targets get jobs;
+        # planned ones keep theirs), and the row goes.
+        """CREATE TABLE IF NOT EXISTS late_traces (
+            trace_id TEXT PRIMARY KEY,
+            since {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS late_traces_since ON late_traces (since)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -4,6 +4,10 @@ Every write also keeps one ``traces`` row per trace and one ``conversations`` ro
 conversation (first and last arrival, root ended, planned at), so settling is an indexed scan
 instead of a look at every span.
 
+A span new to a trace already planned is late: the trace settles again and is planned again
+for it, and a conversation that gets a new turn after being planned goes idle again
+(:mod:`~spanjudge.exporters.store.late`).
+
 Example::
 
     store.write_spans(records, now=t)
@@ -18,7 +22,8 @@ from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store.core import IDS_PER_LIST, Cursor, SqlCore, wall
 from spanjudge.exporters.store.items import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
 from spanjudge.exporters.store.jobs import insert_jobs
-from spanjudge.exporters.store.outbox import OutboxQueries, outbox_rows
+from spanjudge.exporters.store.late import LateQueries
+from spanjudge.exporters.store.outbox import outbox_rows
 from spanjudge.exporters.store.rows import (
     SPAN_COLUMNS,
     SPAN_TYPES,
@@ -38,11 +43,16 @@ def mark_planned_in(
     conversations: Sequence[str] = (),
     now: float,
     lock: str = "",
+    arrived_before: float | None = None,
 ) -> None:
     """Mark traces and conversations planned inside the caller's transaction: one UPDATE per
     500 ids of each kind. ``lock`` (PostgreSQL: ``" FOR UPDATE"``) locks the rows in id order
     first, so two workers planning the same page cannot deadlock on them (SQLite holds its
-    write lock for the whole transaction)."""
+    write lock for the whole transaction). ``arrived_before``: rows whose last span arrived
+    later are left unplanned (a span came while the page was being planned)."""
+    # PostgreSQL re-checks the condition on the row a concurrent write committed meanwhile
+    guard = "" if arrived_before is None else " AND last_arrival <= ?"
+    extra = () if arrived_before is None else (arrived_before,)
     for table, key, ids in (
         ("traces", "trace_id", traces),
         ("conversations", "conversation_id", conversations),
@@ -58,14 +68,14 @@ def mark_planned_in(
                 else marks
             )
             cur.execute(
-                store.q(f"UPDATE {table} SET planned_at = ? WHERE {key} IN ({rows})"),
-                (now, *chunk),
+                store.q(f"UPDATE {table} SET planned_at = ? WHERE {key} IN ({rows}){guard}"),
+                (now, *chunk, *extra),
             )
 
 
-class SpanQueries(OutboxQueries):
+class SpanQueries(LateQueries):
     """:class:`~spanjudge.exporters.store.base.SpanLog` over the shared SQL core (with the
-    enrich-mode outbox entries a write may carry)."""
+    enrich-mode outbox entries a write may carry, and the late spans it finds)."""
 
     #: appended to a sub-select that locks rows before an UPDATE (PostgreSQL: ``FOR UPDATE``)
     row_lock = ""
@@ -95,7 +105,8 @@ class SpanQueries(OutboxQueries):
         g = self.greatest
         prepared = outbox_rows(outbox, arrived=arrived)
         with self.transaction() as cur:
-            mark = self.outbox_mark(cur) if outbox else None
+            # (SQLite: the rowid before the insert, to tell this write's rows; PostgreSQL: None)
+            mark = self.outbox_mark(cur)
             self.insert_rows(
                 cur,
                 f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
@@ -122,6 +133,7 @@ class SpanQueries(OutboxQueries):
                     " ON CONFLICT (conversation_id) DO UPDATE SET"
                     f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
                 )
+            self.reopen_planned(cur, spans, rows, arrived, mark, all_new=all_new)
             if outbox:
                 self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
 
@@ -155,6 +167,8 @@ class SpanQueries(OutboxQueries):
         traces: Sequence[str] = (),
         conversations: Sequence[str] = (),
         now: float,
+        arrived_before: float | None = None,
+        replanned: Sequence[str] = (),
     ) -> int:
         if not jobs and not traces and not conversations:
             return 0
@@ -163,8 +177,16 @@ class SpanQueries(OutboxQueries):
             # ever marked planned without its jobs
             enqueued = insert_jobs(self, cur, jobs, now=now)
             mark_planned_in(
-                self, cur, traces=traces, conversations=conversations, now=now, lock=self.row_lock
+                self,
+                cur,
+                traces=traces,
+                conversations=conversations,
+                now=now,
+                lock=self.row_lock,
+                arrived_before=arrived_before,
             )
+            if replanned:
+                self.clear_late(cur, replanned)
             return enqueued
 
     def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
@@ -248,6 +270,7 @@ class SpanQueries(OutboxQueries):
                 ),
                 (cutoff,),
             )
+            cur.execute(self.q("DELETE FROM late_traces WHERE since < ?"), (cutoff,))
             cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))
             cur.execute(self.q("DELETE FROM conversations WHERE last_arrival < ?"), (cutoff,))
             return deleted
