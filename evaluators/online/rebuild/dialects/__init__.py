@@ -11,10 +11,14 @@ Precedence, first match wins (more specific markers before the generic semconv):
 5. ``litellm``: scope ``litellm`` (before OpenLLMetry: it also writes ``llm.request.type``);
 6. ``openlit``: the ``openlit`` scopes;
 7. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
-8. ``genai-semconv``: any span with ``gen_ai.operation.name``.
+8. ``genai-semconv``: any span with ``gen_ai.operation.name``;
+9. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
+   attribute and an assistant message in an output-like one (:mod:`.generic`).
 
 Each dialect reads its own names first, then the GenAI semconv fills what is still empty (most
-libraries write some semconv attributes beside their own). A span no dialect recognises has
+libraries write some semconv attributes beside their own). After the dialect, the rules of
+:mod:`.general` apply to every view (Python reprs refused, a capture setting blamed only on
+evidence, each field's source recorded). A span no dialect recognises has
 ``dialect is None`` and ``kind is None``: not a GenAI step (an HTTP call, a database query); the
 planner counts such spans and logs their shape once, so nothing is dropped silently.
 
@@ -32,6 +36,8 @@ from collections.abc import Callable
 from types import ModuleType
 
 from spanjudge.evaluators.online.rebuild.dialects import (
+    general,
+    generic,
     litellm,
     openinference,
     openlit,
@@ -70,6 +76,7 @@ DIALECTS: tuple[ModuleType, ...] = (
     openlit,
     openllmetry,
     semconv,
+    generic,
 )
 
 SEMCONV_CAPTURE_SETTING = (
@@ -133,17 +140,14 @@ def read_span(span: SpanRecord) -> GenAIView:
             reader(view)
         except Exception as exc:  # an unforeseen shape: the view says why, planning goes on
             view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
-        if view.conversation_id is None:
-            # the key the store indexed the span by, so planning and the store agree
-            view.conversation_id = span.conversation_id
-        if (
-            view.capture_off is None
-            and view.kind in ("llm", "agent")
-            and view.input_text is None
-            and view.output_text is None
-            and not view.notes
-        ):
-            view.capture_off = SEMCONV_CAPTURE_SETTING
+        try:
+            general.finish(view, SEMCONV_CAPTURE_SETTING)
+        except Exception as exc:  # never: but a view must come back whatever the span holds
+            view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
+    if view.conversation_id is None:
+        # the key the store indexed the span by, so planning and the store agree (read for
+        # every span: an app's own span around the GenAI steps often carries the session)
+        view.conversation_id = span.conversation_id
     with _CACHE_LOCK:
         _CACHE.pop(id(span), None)
         while len(_CACHE) >= _CACHE_SIZE:

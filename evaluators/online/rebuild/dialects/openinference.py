@@ -70,9 +70,11 @@ def read(view: GenAIView) -> None:
         view.system_text = _clean(text.system_text(inputs))
     if outputs:
         view.output_text = _clean(text.assistant_text(outputs))
+        if view.output_text is None:
+            _tool_call_answer(view, outputs)
     if view.input_text is None:
         view.input_text = _clean(_value_text(view, "input.value", "input"))
-    if view.output_text is None:
+    if view.output_text is None and "actual_output" not in view.notes:
         view.output_text = _clean(_value_text(view, "output.value", "actual_output"))
     if view.kind == "retriever":
         view.documents = _documents(view)
@@ -105,9 +107,33 @@ def _messages(a: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str
             message[rest] = value
         elif rest.endswith("message_content.text") and isinstance(value, str):
             message.setdefault("parts", []).append({"type": "text", "content": value})
+        elif rest.startswith("tool_calls.") and rest.endswith((".name", ".arguments")):
+            # tool_calls.N.tool_call.function.{name,arguments}
+            index, _, field = rest[len("tool_calls.") :].partition(".")
+            calls = message.setdefault("tool_calls", {})
+            calls.setdefault(index, {})[field.rsplit(".", 1)[-1]] = value
     return (
         [found["input"][i] for i in sorted(found["input"])],
         [found["output"][i] for i in sorted(found["output"])],
+    )
+
+
+def _tool_call_answer(view: GenAIView, outputs: list[dict[str, Any]]) -> None:
+    """An output of tool calls only: the answer when it is a final-answer tool's call, else a
+    note (not the ``output.value`` dump of the response object)."""
+    calls = [c for m in outputs for c in (m.get("tool_calls") or {}).values()]
+    if not calls:
+        return
+    for call in calls:
+        answer = text.final_answer(call.get("name"), call.get("arguments"))
+        if answer:
+            view.output_text = answer
+            view.source("actual_output", f"final-answer tool call {call.get('name')}")
+            return
+    view.note(
+        "actual_output",
+        f"span {view.span.span_id} ({view.span.name!r}): the model answered with tool calls "
+        "only, no text",
     )
 
 
@@ -152,8 +178,8 @@ def _hidden(view: GenAIView) -> bool:
     a = view.span.attributes
     if view.kind == "llm":
         return not any(_MESSAGE.match(k) for k in a) and "input.value" not in a
-    if view.kind == "agent":
-        return "input.value" not in a and "output.value" not in a
+    # an agent span without input.value/output.value is not evidence: many frameworks keep
+    # the turn's text on its model calls only
     return False
 
 

@@ -76,7 +76,9 @@ def read(view: GenAIView) -> None:
             result=entity_out,
         )
     semconv.read(view)
-    if view.kind is not None and _no_content(a):
+    # a workflow or task without entity input/output is no evidence (LlamaIndex's workflow
+    # spans lose theirs with content on); a model call, tool or retrieval without is
+    if view.kind in ("llm", "tool", "retriever") and _no_content(a):
         view.capture_off = CAPTURE_SETTING
 
 
@@ -86,6 +88,8 @@ def kind_of(span: SpanRecord) -> ViewKind | None:
     if operation == "vector_db_retrieve" or span.name.startswith("vector_db_retrieve"):
         return "retriever"
     if a.get(attrs.LLM_REQUEST_TYPE) in ("chat", "completion"):
+        return "llm"
+    if operation in attrs.LLM_OPERATIONS:  # a model call, whatever traceloop.span.kind says
         return "llm"
     loop_kind = a.get(SPAN_KIND)
     if loop_kind in _KINDS:

@@ -62,10 +62,25 @@ _KIND_BY_OPERATION: dict[str, ViewKind] = {
     "retrieval": "retriever",
     "retrieve": "retriever",
     "vector_db_retrieve": "retriever",
+    "search_memory": "retriever",  # memory records returned: the agent's retrieval
     "execute_tool": "tool",
     "invoke_workflow": "chain",
+    "plan": "chain",
     "embeddings": "chain",
+    **{
+        op: "chain"
+        for op in (
+            "create_memory",
+            "update_memory",
+            "upsert_memory",
+            "delete_memory",
+            "create_memory_store",
+            "delete_memory_store",
+        )
+    },
 }
+MEMORY_RECORDS = "gen_ai.memory.records"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
 
 
 def matches(span: SpanRecord) -> bool:
@@ -131,7 +146,10 @@ def read(view: GenAIView) -> None:
         view.kind = kind_of(span)
     _fill_ids(view, a)
     for source in (a, *_details(span)):
+        before = (view.input_text, view.output_text, view.system_text)
         _read_messages(view, source)
+        if source is not a:
+            _sourced(view, before, f"event {OPERATION_DETAILS_EVENT}")
     _read_legacy(view)
     _read_events(view)
     if view.kind == "retriever" and view.documents is None:
@@ -144,13 +162,21 @@ def _fill_ids(view: GenAIView, a: Mapping[str, Any]) -> None:
     if view.conversation_id is None:
         view.conversation_id = _str(a.get(attrs.GEN_AI_CONVERSATION_ID))
     if view.agent_name is None:
-        view.agent_name = _str(a.get(attrs.GEN_AI_AGENT_NAME))
+        view.agent_name = _str(a.get(attrs.GEN_AI_AGENT_NAME)) or _str(a.get(GEN_AI_AGENT_ID))
     if view.model is None:
         view.model = _str(a.get(attrs.GEN_AI_REQUEST_MODEL)) or _str(
             a.get(attrs.GEN_AI_RESPONSE_MODEL)
         )
     if view.response_id is None:
         view.response_id = _str(a.get(attrs.GEN_AI_RESPONSE_ID))
+
+
+def _sourced(view: GenAIView, before: tuple[Any, ...], how: str) -> None:
+    """Record ``how`` for the text fields the last read filled."""
+    after = (view.input_text, view.output_text, view.system_text)
+    for name, was, now in zip(("input", "actual_output", "system"), before, after, strict=True):
+        if was is None and now is not None:
+            view.source(name, how)
 
 
 def _details(span: SpanRecord) -> list[Mapping[str, Any]]:
@@ -172,7 +198,7 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
     if view.output_text is None:
         found = messages(view, attrs.GEN_AI_OUTPUT_MESSAGES, "actual_output", source)
         if found:
-            view.output_text = text.assistant_text(found)
+            view.output_text = text.assistant_text(found) or _final_answer(found)
             if view.output_text is None and _tool_calls_only(found):
                 view.note(
                     "actual_output",
@@ -191,16 +217,18 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
             view.system_text = "\n".join(texts) or None
 
 
+def _final_answer(found: list[Any]) -> str | None:
+    for message in found:
+        for call in text.tool_call_parts(message) or ():
+            arguments = call.get("arguments", call.get("input", call.get("args")))
+            answer = text.final_answer(call.get("name"), arguments)
+            if answer:
+                return answer
+    return None
+
+
 def _tool_calls_only(found: list[Any]) -> bool:
-    parts = [
-        part
-        for message in found
-        if isinstance(message, Mapping)
-        for part in (message.get("parts") or message.get("tool_calls") or ())
-    ]
-    return bool(parts) and all(
-        isinstance(p, Mapping) and (p.get("type") == "tool_call" or "function" in p) for p in parts
-    )
+    return bool(found) and all(text.tool_call_parts(m) for m in found)
 
 
 def _read_legacy(view: GenAIView) -> None:
@@ -235,11 +263,12 @@ def _event_text(attributes: Mapping[str, Any], want_input: bool) -> str | None:
             found = text.as_messages(value)
             if found and not (len(found) == 1 and isinstance(found[0], str)):
                 picked = text.last_user_text(found) if want_input else text.assistant_text(found)
-                return picked or value
+                if picked or text.maybe_json(value) is not value:
+                    return picked  # a structure without text is not text
             return value
     for key in ("message", "gen_ai.event.content", "body"):
         value = text.maybe_json(attributes.get(key))
-        if isinstance(value, Mapping | str):
+        if isinstance(value, Mapping | str | list):  # a list: bare content blocks
             picked = text.nonempty(text.message_text(value))
             if picked:
                 return picked
@@ -247,29 +276,56 @@ def _event_text(attributes: Mapping[str, Any], want_input: bool) -> str | None:
 
 
 def _read_events(view: GenAIView) -> None:
-    inputs, outputs, systems = [], [], []
+    inputs: list[tuple[str, str | None]] = []
+    outputs: list[tuple[str, str | None]] = []
+    systems: list[tuple[str, str | None]] = []
     for event in view.span.events:
         if event.name in _INPUT_EVENTS:
-            inputs.append(_event_text(event.attributes, True))
+            inputs.append((event.name, _event_text(event.attributes, True)))
         elif event.name in _OUTPUT_EVENTS:
-            outputs.append(_event_text(event.attributes, False))
+            outputs.append((event.name, _event_text(event.attributes, False)))
         elif event.name in _SYSTEM_EVENTS:
-            systems.append(_event_text(event.attributes, True))
+            systems.append((event.name, _event_text(event.attributes, True)))
     if view.input_text is None:
-        view.input_text = next((t for t in reversed(inputs) if t), None)
+        hit = next(((n, t) for n, t in reversed(inputs) if t), None)
+        if hit is not None:
+            view.input_text = hit[1]
+            view.source("input", f"event {hit[0]}")
     if view.output_text is None:
-        texts = [t for t in outputs if t]
-        view.output_text = "\n".join(texts) if texts else None
+        # gen_ai.assistant.message events before a choice are the prompt's history
+        choices = [(n, t) for n, t in outputs if n != attrs.GEN_AI_ASSISTANT_MESSAGE_EVENT]
+        outputs = choices or outputs
+        texts = [(n, t) for n, t in outputs if t]
+        if texts:
+            view.output_text = "\n".join(t for _, t in texts)
+            view.source("actual_output", f"event {texts[0][0]}")
+        elif outputs and "actual_output" not in view.notes:
+            calls = [e for e in view.span.events if e.name == outputs[-1][0]]
+            only_calls = any(
+                text.tool_call_parts(e.attributes.get(k))
+                for e in calls
+                for k in ("message", "content")
+            )
+            view.note(
+                "actual_output",
+                f"span {view.span.span_id} ({view.span.name!r}): the model answered with tool "
+                "calls only, no text"
+                if only_calls
+                else f"event {outputs[0][0]} on span {view.span.span_id} could not be read as text",
+            )
     if view.system_text is None:
-        texts = [t for t in systems if t]
-        view.system_text = "\n".join(texts) if texts else None
+        texts = [(n, t) for n, t in systems if t]
+        if texts:
+            view.system_text = "\n".join(t for _, t in texts)
+            view.source("system", f"event {texts[0][0]}")
 
 
 def _read_documents(view: GenAIView) -> None:
-    value = raw(view, attrs.GEN_AI_RETRIEVAL_DOCUMENTS, "retrieval_context")
-    parsed = text.maybe_json(value)
-    if isinstance(parsed, list):
-        view.documents = [_document(item) for item in parsed]
+    for key in (attrs.GEN_AI_RETRIEVAL_DOCUMENTS, MEMORY_RECORDS):
+        parsed = text.maybe_json(raw(view, key, "retrieval_context"))
+        if isinstance(parsed, list):
+            view.documents = [_document(item) for item in parsed]
+            return
 
 
 def _document(item: Any) -> Document:
@@ -295,10 +351,19 @@ def _read_tool(view: GenAIView) -> None:
         name = view.span.name[len(prefix) :] if view.span.name.startswith(prefix) else None
     if not name:
         return
+    arguments = raw(view, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, "tools_called")
+    result = raw(view, attrs.GEN_AI_TOOL_CALL_RESULT, "tools_called")
+    # older event form (Strands): the arguments in a gen_ai.tool.message event, the result in
+    # the tool span's gen_ai.choice event
+    for event in view.span.events:
+        if arguments is None and event.name == attrs.GEN_AI_TOOL_MESSAGE_EVENT:
+            arguments = event.attributes.get("content")
+        elif result is None and event.name == attrs.GEN_AI_CHOICE_EVENT:
+            result = event.attributes.get("message", event.attributes.get("content"))
     view.tool = ToolCallView(
         name=name,
-        arguments=text.maybe_json(raw(view, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, "tools_called")),
-        result=text.maybe_json(raw(view, attrs.GEN_AI_TOOL_CALL_RESULT, "tools_called")),
+        arguments=text.maybe_json(arguments),
+        result=text.maybe_json(result),
         call_id=_str(a.get(attrs.GEN_AI_TOOL_CALL_ID)),
         description=_str(a.get(attrs.GEN_AI_TOOL_DESCRIPTION)),
     )

@@ -1,7 +1,25 @@
 """Text out of the values instrumentations write: messages in every common shape, captured
 arguments, document lists, and JSON strings read within limits.
 
+Message shapes read (:func:`message_text`): a plain string; a JSON string of any of these; an
+OpenAI message (``content`` a string or a list of parts); a semconv message (``parts``); an
+Anthropic or Bedrock message (``content`` a list of ``{"type": "text", "text": ...}`` or bare
+``{"text": ...}`` blocks); a bare list of such blocks (Strands' ``gen_ai.choice`` ``message``);
+a LlamaIndex ``ChatMessage`` (``blocks``); a choice (``{"message": {...}}``); a LangChain
+serialised message (``kwargs``). Text parts only: images, tool calls and reasoning are not
+conversation text.
+
+Python reprs and object placeholders (``ChatMessage(role=<MessageRole.USER: 'user'>, ...)``,
+``<NodeWithScore(node=TextNode(...))>``, ``<foo.Bar object at 0x7f...>``) are recognised by
+:func:`is_placeholder` and never become text: a library that stringifies its objects told us
+nothing a judge can read.
+
 Pure functions; nothing here raises on odd values (wrong types, bad JSON, deep nesting).
+
+Example::
+
+    message_text('[{"text": "Yes."}]')  # 'Yes.'
+    is_placeholder("ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[...])")  # True
 """
 
 from __future__ import annotations
@@ -17,8 +35,33 @@ MAX_RAW_CHARS = 1_000_000
 SYSTEM_ROLES = frozenset({"system", "developer"})
 ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
 _TEXT_PART_TYPES = (None, "text", "input_text", "output_text")
-DOC_TEXT_KEYS = ("content", "text", "page_content", "document", "pageContent")
-INPUT_KEYS = ("input", "query", "question", "message", "prompt", "user_input", "text", "content")
+_TEXT_BLOCK_KEYS = ("content", "text")
+DOC_TEXT_KEYS = ("content", "text", "page_content", "document", "pageContent", "memory")
+# ``Name(field=`` or ``<Name(`` / ``[Name(`` at the start: a dataclass / pydantic / attrs repr;
+# ``<pkg.Name object at 0x...>``, ``<function f at 0x...>``, enum reprs ``<Role.USER: 'user'>``,
+# a Python dict's repr ``{'content': None, 'role': 'assistant'...}`` (JSON has double quotes).
+_REPR = re.compile(
+    r"^[\s\[<(]*(?:[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\))"
+    r"|[A-Za-z_][\w.]* object(?: at 0x[0-9a-fA-F]+)?>"
+    r"|(?:function|bound method|built-in function|coroutine object|generator object) [^\n]* at 0x"
+    r"|[A-Z]\w*\.[A-Z_]\w*: [^>\n]{0,80}>"
+    r"|\{'[\w .-]{1,40}': (?:None|True|False|'|\[|\{|\d))"
+)
+INPUT_KEYS = (
+    "input",
+    "query",
+    "question",
+    "task",
+    "message",
+    "prompt",
+    "user_input",
+    "user_msg",
+    "text",
+    "content",
+)
+# the tool some agent frameworks answer through (smolagents' final_answer, pydantic-ai's
+# final_result): its arguments are the answer, not a step
+FINAL_ANSWER_TOOL = re.compile(r"(?i)^final[_ -]?(answer|result|output|response)$")
 OUTPUT_KEYS = (
     "output",
     "answer",
@@ -32,7 +75,16 @@ OUTPUT_KEYS = (
 
 
 def nonempty(text: Any) -> str | None:
-    return text if isinstance(text, str) and text.strip() else None
+    """``text`` when it is a string with something in it that is not a Python repr."""
+    if isinstance(text, str) and text.strip() and not is_placeholder(text):
+        return text
+    return None
+
+
+def is_placeholder(text: str) -> bool:
+    """True for a Python repr or object placeholder standing where text belongs (see the
+    module docstring); prose and JSON are never placeholders."""
+    return bool(_REPR.match(text[:200]))
 
 
 def maybe_json(value: Any) -> Any:
@@ -50,38 +102,108 @@ def maybe_json(value: Any) -> Any:
 
 def part_text(part: Any) -> str | None:
     if isinstance(part, str):
-        return part
+        return nonempty(part)
     if isinstance(part, Mapping):
-        if part.get("type") not in _TEXT_PART_TYPES:
+        kind = part.get("type", part.get("block_type"))
+        if kind not in _TEXT_PART_TYPES:
             return None  # images, tool calls, reasoning: not conversation text
-        for key in ("content", "text"):
+        for key in _TEXT_BLOCK_KEYS:
             value = part.get(key)
             if isinstance(value, str):
-                return value
+                return nonempty(value)
     return None
 
 
-def message_text(message: Any) -> str | None:
-    """Text of one message in any of the semconv / OpenAI / choice / LangChain shapes."""
+def _parts_text(parts: list[Any]) -> str | None:
+    texts = [t for t in (part_text(p) for p in parts) if t]
+    return "\n".join(texts) if texts else None
+
+
+def message_text(message: Any, depth: int = 0) -> str | None:
+    """Text of one message in any of the shapes the module docstring lists; ``None`` when it
+    holds no text (or only a Python repr)."""
+    if depth > 4:
+        return None
     if isinstance(message, str):
-        return message
+        parsed = maybe_json(message)
+        if parsed is not message and not isinstance(parsed, str):
+            return message_text(parsed, depth + 1)  # a JSON string of blocks or a message
+        return nonempty(parsed)
+    if isinstance(message, list):  # a bare list of content blocks
+        return _parts_text(message)
     if not isinstance(message, Mapping):
         return None
     inner = message.get("message")
-    if isinstance(inner, Mapping):  # {"index": 0, "message": {...}} choice
-        return message_text(inner)
-    for key in ("parts", "content"):
+    if isinstance(inner, Mapping | list):  # {"index": 0, "message": {...}} choice
+        return message_text(inner, depth + 1)
+    for key in ("parts", "content", "blocks"):
         value = message.get(key)
         if isinstance(value, str) and key == "content":
-            return value
+            return nonempty(value)
         if isinstance(value, list):
-            texts = [t for t in (part_text(p) for p in value) if t]
-            return "\n".join(texts) if texts else None
+            return _parts_text(value)
     text = message.get("text")
     if isinstance(text, str):
-        return text
+        return nonempty(text)
     kwargs = message.get("kwargs")  # LangChain's serialised message
-    return message_text(kwargs) if isinstance(kwargs, Mapping) else None
+    return message_text(kwargs, depth + 1) if isinstance(kwargs, Mapping) else None
+
+
+def final_answer(name: Any, arguments: Any) -> str | None:
+    """The answer a call to a final-answer tool carries (``final_answer(answer="...")``), or
+    ``None`` when ``name`` is another tool or the arguments hold no text."""
+    if not isinstance(name, str) or not FINAL_ANSWER_TOOL.match(name.strip()):
+        return None
+    return captured_text(maybe_json(arguments), ("answer", *OUTPUT_KEYS), want_input=False)
+
+
+TOOL_CALL_PART_KEYS = frozenset(
+    {"toolUse", "tool_use", "functionCall", "function_call", "function"}
+)
+TOOL_CALL_PART_TYPES = frozenset({"tool_call", "tool_use", "function_call", "server_tool_call"})
+
+
+def tool_call_parts(message: Any) -> list[Mapping[str, Any]] | None:
+    """The tool calls a message (or bare block list) holds, when it holds nothing else but
+    tool calls (OpenAI ``tool_calls``, semconv ``tool_call`` parts, Anthropic ``tool_use``,
+    Bedrock/Strands ``toolUse``, Gemini ``functionCall``); ``None`` when it holds text or
+    nothing."""
+    message = maybe_json(message)
+    if isinstance(message, Mapping):
+        if message_text(message):
+            return None
+        parts = message.get("tool_calls") or message.get("parts") or message.get("content")
+    else:
+        parts = message
+    if not isinstance(parts, list) or not parts:
+        return None
+    calls = []
+    for part in parts:
+        if not isinstance(part, Mapping):
+            return None
+        inner = next(
+            (part[k] for k in TOOL_CALL_PART_KEYS if isinstance(part.get(k), Mapping)), None
+        )
+        if inner is not None:
+            calls.append(inner)
+        elif part.get("type") in TOOL_CALL_PART_TYPES:
+            calls.append(part)
+        else:
+            return None
+    return calls
+
+
+def is_message(value: Any) -> bool:
+    """A mapping shaped like one chat message (a role and some content field)."""
+    return isinstance(value, Mapping) and (
+        "role" in value and any(k in value for k in ("content", "parts", "blocks", "text"))
+    )
+
+
+# keys of a captured mapping whose lone string value is never the text (a role, an id, a type)
+_NOT_TEXT_KEYS = frozenset(
+    {"role", "type", "block_type", "id", "id_", "name", "model", "finish_reason", "object"}
+)
 
 
 def role(message: Any) -> str | None:
@@ -161,6 +283,8 @@ def captured_text(
     if isinstance(value, bool | int | float):
         return str(value)
     if isinstance(value, Mapping):
+        if is_message(value):
+            return message_text(value)
         if isinstance(value.get("messages"), list):
             msgs = value["messages"]
             text = last_user_text(msgs) if want_input else assistant_text(msgs)
@@ -175,9 +299,9 @@ def captured_text(
             return captured_text(next(iter(value.values())), keys, want_input, depth + 1)
         # captured keyword arguments such as {"user_msg": "...", "history": [...], "k": 3}:
         # a lone text argument is the input
-        texts = [v for v in value.values() if isinstance(v, str) and v.strip()]
+        texts = [v for k, v in value.items() if k not in _NOT_TEXT_KEYS and nonempty(v)]
         if len(texts) == 1:
-            return texts[0]
+            return str(texts[0])
     if isinstance(value, list):
         if value and all(isinstance(m, Mapping) and "role" in m for m in value):
             text = last_user_text(value) if want_input else assistant_text(value)
@@ -185,12 +309,28 @@ def captured_text(
                 return text
         if len(value) == 1:
             return captured_text(value[0], keys, want_input, depth + 1)
-    if not value:
+    if not value or _only_placeholders(value):
         return None
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return None
+
+
+def _only_placeholders(value: Any, depth: int = 0) -> bool:
+    """True when every string inside ``value`` is a Python repr (and there is one)."""
+    leaves: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, depth)]
+    while stack and len(leaves) < 50:
+        item, level = stack.pop()
+        if isinstance(item, str):
+            leaves.append(item)
+        elif level < 6 and isinstance(item, Mapping):
+            stack.extend((v, level + 1) for v in item.values())
+        elif level < 6 and isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    texts = [leaf for leaf in leaves if leaf.strip()]
+    return bool(texts) and all(is_placeholder(leaf) for leaf in texts)
 
 
 def document_texts(value: Any, depth: int = 0) -> list[str]:
@@ -206,25 +346,51 @@ def document_texts(value: Any, depth: int = 0) -> list[str]:
                 return document_texts(inner, depth + 1)
         value = [value]
     if not isinstance(value, list):
-        return [value] if isinstance(value, str) and value.strip() else []
+        return [value] if nonempty(value) else []
     texts = []
     for item in value:
         if isinstance(item, str):
-            if item.strip():
-                texts.append(item)
+            if nonempty(item):
+                texts.extend(_unwrapped(item, depth))
         elif isinstance(item, Mapping):
             text = _doc_text(item)
             if text:
-                texts.append(text)
+                texts.extend(_unwrapped(text, depth))
     return texts
 
 
-def _doc_text(item: Mapping[str, Any]) -> str | None:
+def _unwrapped(text: str, depth: int) -> list[str]:
+    """A text that is itself the JSON of documents (a tool result block holding the
+    retriever's JSON, a double-encoded NodeWithScore) read as those documents."""
+    parsed = maybe_json(text)
+    if parsed is text or isinstance(parsed, str) or depth >= 4:
+        return [text]
+    return document_texts(parsed, depth + 1) or [text]
+
+
+def _doc_text(item: Mapping[str, Any], depth: int = 0) -> str | None:
     for key in DOC_TEXT_KEYS:
-        text = item.get(key)
-        if isinstance(text, str) and text.strip():
+        text = nonempty(item.get(key))
+        if text:
             return text
-    kwargs = item.get("kwargs")  # LangChain's serialised Document
-    if isinstance(kwargs, Mapping):
-        return _doc_text(kwargs)
+    # LangChain's serialised Document (kwargs), LlamaIndex's NodeWithScore (node)
+    for key in ("kwargs", "node"):
+        inner = item.get(key)
+        if isinstance(inner, Mapping) and depth < 3:
+            return _doc_text(inner, depth + 1)
     return None
+
+
+def looks_like_document(item: Any) -> bool:
+    """A mapping shaped like one retrieved document or memory record: a text field beside an
+    id, a score or metadata (what retrievers, vector stores and memory stores return)."""
+    if not isinstance(item, Mapping) or _doc_text(item) is None:
+        return False
+    inner = item.get("node")
+    keys = set(item) | (set(inner) if isinstance(inner, Mapping) else set())
+    return bool(keys & _DOC_MARKERS)
+
+
+_DOC_MARKERS = frozenset(
+    {"id", "id_", "doc_id", "node_id", "score", "metadata", "meta", "source", "distance", "node"}
+)

@@ -46,7 +46,9 @@ class GenAIView:
     * ``input_text`` / ``output_text``: the turn's or call's question and answer;
     * ``system_text``: system instructions the model was given (a fallback context source);
     * ``documents``: retrieved documents (``None``: the span lists none);
-    * ``notes``: per field, why it is empty (a bad value, a size limit);
+    * ``notes``: per field, why it is empty (a bad value, a size limit, a Python repr);
+    * ``found``: per field that is set, how it was found (``"openinference attributes"``,
+      ``"event gen_ai.choice"``); the tree rules add theirs when a case is rebuilt;
     * ``capture_off``: set when the span says its content was not captured on purpose, naming
       the instrumentation's setting, so a skip can tell the user what to switch on.
     """
@@ -65,10 +67,15 @@ class GenAIView:
     documents: list[Document] | None = None
     tool: ToolCallView | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    found: dict[str, str] = field(default_factory=dict)
     capture_off: str | None = None
 
     def note(self, field_name: str, why: str) -> None:
         self.notes.setdefault(field_name, why)
+
+    def source(self, field_name: str, how: str) -> None:
+        """Record how ``field_name`` was found (the first source wins)."""
+        self.found.setdefault(field_name, how)
 
     @property
     def document_texts(self) -> list[str]:
