@@ -15,6 +15,13 @@ Fields, per target (every span read by
 * ``tools_called``: the tool calls in scope;
 * conversations: one user and one assistant turn per turn span, in time order.
 
+How each field was found goes into ``metadata["found_by"]`` (field -> the span and the dialect
+attribute, event or inference rule that gave it; ``"target"`` when the target itself was
+inferred or stands for wrapper spans), and the fields that an inference rule of
+:mod:`.inference` gave (an inferred turn, an inferred retrieval, an agent's text taken from its
+model calls) into ``metadata["inferred_fields"]``. ``Rule(inferred_fields=False)`` skips a case
+whose required fields were inferred.
+
 Limits: a raw value longer than
 :data:`~spanjudge.evaluators.online.rebuild.dialects.text.MAX_RAW_CHARS` is not parsed; each
 rebuilt text field, and the retrieval context in total, is cut at :data:`MAX_FIELD_CHARS` with a
@@ -36,10 +43,11 @@ from spanjudge.evaluators.online.rebuild.context import (
     retrieval_context,
     tools_called,
 )
-from spanjudge.evaluators.online.rebuild.dialects import GenAIView, read_span
+from spanjudge.evaluators.online.rebuild.dialects import GenAIView, generic, read_span
 from spanjudge.evaluators.online.rebuild.dialects.text import MAX_RAW_CHARS
+from spanjudge.evaluators.online.rebuild.inference import RETRIEVAL_RULE
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import Skip, Target, span_kind, turn_spans
+from spanjudge.evaluators.online.rebuild.targets import Skip, Target, turn_spans
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
 from spanjudge.exporters.records import SpanRecord
 
@@ -90,6 +98,10 @@ def build_case(rule: Rule, target: Target, spans: list[SpanRecord]) -> Case | Sk
         if isinstance(case, Skip):
             return case
         missing = _missing(rule.metric, case)
+        if not missing and not getattr(rule, "inferred_fields", True):
+            refused = _inferred_required(rule.metric, case)
+            if refused:
+                return Skip(refused, [])
     except Exception as exc:  # a bug or an unforeseen span shape: skip this target, keep going
         return Skip(f"rebuild failed: {type(exc).__name__}: {_short(str(exc))}")
     if missing:
@@ -117,42 +129,54 @@ def default_case(
     span = target.span
     if span is None:
         return Skip(f"the {target.target_type} target has no span to rebuild from")
+    found_by: dict[str, str] = {}
     if target.target_type == "trace":
         trace_spans = [s for s in spans if s.trace_id == span.trace_id]
         ordered = sorted(trace_spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
-        agents = [s for s in ordered if span_kind(s) == "agent"]
-        llms = [s for s in ordered if span_kind(s) == "llm"]
+        agents = [s for s in ordered if tree.kind(s) == "agent"]
+        llms = [s for s in ordered if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
         # the root speaks for the trace; if it captured nothing, the first turn's input and
         # the last turn's output do
-        text_in = _first_text([span, *agents, *llms], "input", notes)
-        text_out = _first_text([span, *reversed(agents), *reversed(llms)], "actual_output", notes)
+        text_in = _first_text([span, *agents, *llms], "input", notes, found_by, span)
+        text_out = _first_text(
+            [span, *reversed(agents), *reversed(llms)], "actual_output", notes, found_by, span
+        )
         scope = [s for s in trace_spans if s.span_id != span.span_id]
         where = "this trace"
         models = llms
     else:
         scope = tree.scope_of(span)
-        text_in, text_out = _turn_text(span, tree, notes)
+        text_in, text_out = _turn_text(span, tree, notes, found_by)
         where = (
             "this agent turn"
             if target.target_type == "agent"
             else "this turn (before the LLM call)"
         )
         models = (
-            [span] if target.target_type == "llm" else [s for s in scope if span_kind(s) == "llm"]
+            [span]
+            if target.target_type == "llm"
+            else [s for s in scope if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
         )
     truncated: list[str] = []
-    retrieval, source = context_of(scope, models, notes, where, truncated, context_fallback)
-    tools = tools_called(scope, notes, where)
+    retrieval, source = context_of(
+        tree, scope, models, notes, where, truncated, context_fallback, found_by
+    )
+    tools = tools_called(tree, scope, notes, where)
     metadata: dict[str, Any] = {
         "target_type": target.target_type,
         "trace_id": span.trace_id,
         "span_id": span.span_id,
         "dialect": read_span(span).dialect,
     }
+    _target_found_by(span, tree, found_by)
+    metadata["found_by"] = found_by
+    inferred = _inferred(found_by, span)
+    if inferred:
+        metadata["inferred_fields"] = inferred
     if source is not None:
         metadata["context_source"] = source
-    text_in = cap(text_in or "", "input", truncated)
-    text_out = cap(text_out or "", "actual_output", truncated)
+    text_in = cap((text_in or "").strip(), "input", truncated)
+    text_out = cap((text_out or "").strip(), "actual_output", truncated)
     if truncated:
         metadata["truncated_fields"] = truncated
     return LLMTestCase(
@@ -163,6 +187,54 @@ def default_case(
         metadata=metadata,
         name=span.name,
     )
+
+
+def _target_found_by(span: SpanRecord, tree: SpanTree, found_by: dict[str, str]) -> None:
+    how = tree.how_kind(span)
+    if how is None and read_span(span).dialect == "generic":
+        how = generic.RULE
+    wrappers = tree.collapsed_from(span)
+    parts = [f"inferred: {how}"] if how else []
+    if wrappers:
+        ids = ", ".join(f"{w.span_id} ({w.name!r})" for w in wrappers)
+        parts.append(f"one operation with wrapper span(s) {ids}")
+    if parts:
+        found_by["target"] = "; ".join(parts)
+
+
+def _inferred(found_by: dict[str, str], span: SpanRecord) -> list[str]:
+    """Fields an inference rule gave: all of them under an inferred target; text taken from
+    another span than the target's own; a retrieval recognised by what it returns."""
+    if found_by.get("target", "").startswith("inferred"):
+        return [k for k in found_by if k != "target"]
+    own = f"span {span.span_id} "
+    return [
+        k
+        for k, how in found_by.items()
+        if k != "target"
+        and (
+            "inferred:" in how
+            or RETRIEVAL_RULE in how
+            or (
+                (k in ("input", "actual_output") and how.startswith("span "))
+                and not how.startswith(own)
+            )
+        )
+    ]
+
+
+def _inferred_required(metric: Any, case: Case) -> str | None:
+    if not isinstance(case, LLMTestCase):
+        return None
+    metadata = case.metadata or {}
+    required = getattr(metric, "required_fields", ("input", "actual_output"))
+    hits = [f for f in metadata.get("inferred_fields", ()) if f in required]
+    if not hits:
+        return None
+    found_by = metadata.get("found_by", {})
+    target = found_by.get("target")
+    detail = "; ".join(f"{f}: {target or found_by.get(f, '?')}" for f in hits)
+    return f"inferred_fields = false and {', '.join(hits)} inferred ({_short(detail, 300)})"
 
 
 def _conversation_case(
@@ -184,7 +256,10 @@ def _conversation_case(
             continue
         if text_in:
             turns.append(
-                Turn(role="user", content=cap(text_in, f"turns[{position}].user", truncated))
+                Turn(
+                    role="user",
+                    content=cap(text_in.strip(), f"turns[{position}].user", truncated),
+                )
             )
         if text_out:
             scope = tree.subtree(span)
@@ -192,9 +267,9 @@ def _conversation_case(
             turns.append(
                 Turn(
                     role="assistant",
-                    content=cap(text_out, f"turns[{position}].assistant", truncated),
-                    retrieval_context=retrieval_context(scope, {}, where, truncated),
-                    tools_called=tools_called(scope, {}, where),
+                    content=cap(text_out.strip(), f"turns[{position}].assistant", truncated),
+                    retrieval_context=retrieval_context(tree, scope, {}, where, truncated),
+                    tools_called=tools_called(tree, scope, {}, where),
                     metadata={"trace_id": span.trace_id, "span_id": span.span_id},
                 )
             )
@@ -239,37 +314,77 @@ def _why_empty(view: GenAIView, field_name: str) -> str:
         return f"span {span.span_id} ({span.name!r}) has no {what} text: {view.capture_off}"
     if field_name in view.notes:
         return view.notes[field_name]
-    dialect = f"{view.dialect} span" if view.dialect else "no known GenAI dialect"
-    return f"span {span.span_id} ({span.name!r}) has no {what} text ({dialect})"
+    if view.kind == "agent" or view.kind is None:
+        return f"span {span.span_id} ({span.name!r}) has no {what} text of its own"
+    return f"span {span.span_id} ({span.name!r}) has no {what} text ({view.dialect} span)"
 
 
 def _turn_text(
-    span: SpanRecord, tree: SpanTree, notes: dict[str, str]
+    span: SpanRecord, tree: SpanTree, notes: dict[str, str], found_by: dict[str, str] | None = None
 ) -> tuple[str | None, str | None]:
     """A span's question and answer. An agent turn that carries no text itself (the official
-    OpenAI instrumentation's agent spans, an app's own turn span around an instrumented client)
-    speaks through its model calls: the first call's input, the last call's output."""
+    OpenAI instrumentation's agent spans, an app's own turn span around an instrumented client,
+    an inferred turn) speaks through its model calls: the first call's input, the last call's
+    output."""
     view = read_span(span)
-    if view.kind != "agent":
-        return _first_text([span], "input", notes), _first_text([span], "actual_output", notes)
-    # a value that is there but unreadable is reported, not papered over by the calls below
-    calls = [s for s in tree.subtree(span) if span_kind(s) == "llm"]
-    ins = [span] if "input" in view.notes else [span, *calls]
-    outs = [span] if "actual_output" in view.notes else [span, *reversed(calls)]
-    return _first_text(ins, "input", notes), _first_text(outs, "actual_output", notes)
+    if tree.kind(span) != "agent":
+        return (
+            _first_text([span], "input", notes, found_by, span),
+            _first_text([span], "actual_output", notes, found_by, span),
+        )
+    # a value that is there but unreadable is reported, not papered over by the calls below;
+    # a Python repr is no value: the calls say it better
+    calls = [
+        s for s in tree.subtree(span) if tree.kind(s) == "llm" and tree.collapsed_into(s) is None
+    ]
+    own = [] if tree.how_kind(span) and _structured(view) else [span]
+    ins = [span] if _unreadable(view, "input") else [*own, *calls]
+    outs = [span] if _unreadable(view, "actual_output") else [*own, *reversed(calls)]
+    return (
+        _first_text(ins, "input", notes, found_by, span),
+        _first_text(outs, "actual_output", notes, found_by, span),
+    )
 
 
-def _first_text(spans: Iterable[SpanRecord], field_name: str, notes: dict[str, str]) -> str | None:
-    first_note = None
+def _unreadable(view: GenAIView, field_name: str) -> bool:
+    return field_name in view.notes and "Python repr" not in view.notes[field_name]
+
+
+def _structured(view: GenAIView) -> bool:
+    """An inferred turn's own text that is a JSON dump of its arguments (a workflow's start
+    event, a handler's request): its model calls hold the question and answer better."""
+    return any(
+        t is not None and t.lstrip()[:1] in "[{" for t in (view.input_text, view.output_text)
+    )
+
+
+def _first_text(
+    spans: Iterable[SpanRecord],
+    field_name: str,
+    notes: dict[str, str],
+    found_by: dict[str, str] | None = None,
+    primary: SpanRecord | None = None,
+) -> str | None:
+    """The first text among ``spans``; when none has one, the note says why: a capture setting
+    any of them names, else the first span's reason."""
+    first_note = capture_note = None
     for span in spans:
         view = read_span(span)
         found = view.input_text if field_name == "input" else view.output_text
         if found and found.strip():
+            if found_by is not None:
+                how = view.found.get(field_name, f"{view.dialect} attributes")
+                found_by[field_name] = (
+                    how if span is primary else f"span {span.span_id} ({span.name!r}): {how}"
+                )
             return found
         if first_note is None:
-            first_note = _why_empty(view, field_name)  # the primary span's reason explains best
-    if first_note is not None:
-        notes.setdefault(field_name, first_note)
+            first_note = _why_empty(view, field_name)
+        if capture_note is None and view.capture_off:
+            capture_note = _why_empty(view, field_name)
+    note = capture_note or first_note
+    if note is not None:
+        notes.setdefault(field_name, note)
     return None
 
 

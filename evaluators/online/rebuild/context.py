@@ -1,9 +1,11 @@
 """The retrieval context and the tool calls of a case, gathered from the spans in its scope.
 
-Sources, in order: the document texts of the retrievals in scope (``retrieval``); with the
-fallback on, the results of the tool calls in scope (``tool_results``), then the system
-instructions the model was given (``system_instructions``). The whole context shares one size
-budget (:data:`MAX_FIELD_CHARS`), so a judge prompt stays bounded; at most
+Sources, in order: the document texts of the retrievals in scope (``retrieval``: retriever
+spans of any dialect, and spans :mod:`.inference` recognises by the documents they return;
+equal texts are kept once); with the fallback on, the results of the tool calls in scope
+(``tool_results``), then the system instructions the model was given (``system_instructions``).
+The whole context shares one size budget (:data:`MAX_FIELD_CHARS`), so a judge prompt stays
+bounded; at most
 :data:`MAX_TOOL_CALLS` tool calls are kept.
 """
 
@@ -14,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge.evaluators.online.rebuild.dialects import GenAIView, read_span
-from spanjudge.evaluators.online.rebuild.dialects.text import document_texts
-from spanjudge.evaluators.online.rebuild.targets import span_kind
+from spanjudge.evaluators.online.rebuild.dialects.text import FINAL_ANSWER_TOOL, document_texts
+from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.test_case import ToolCall
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
@@ -28,30 +30,41 @@ _TRUNCATED = attrs.TRUNCATION_MARKER
 
 
 def context_of(
+    tree: SpanTree,
     scope: list[SpanRecord],
     models: list[SpanRecord],
     notes: dict[str, str],
     where: str,
     truncated: list[str],
     fallback: bool,
+    found_by: dict[str, str] | None = None,
 ) -> tuple[list[str] | None, str | None]:
-    """The retrieval context and where it came from (see the module docstring)."""
-    found = retrieval_context(scope, notes, where, truncated)
+    """The retrieval context and where it came from (see the module docstring); ``found_by``
+    receives how (``"retrieval_context"``: the spans and the rule or dialect that read them)."""
+    found_by = {} if found_by is None else found_by
+    found = retrieval_context(tree, scope, notes, where, truncated, found_by)
     if found is not None:
         return found, "retrieval"
     if not fallback:
         return None, None
-    results = [
-        text for s in scope if span_kind(s) == "tool" for text in _result_texts(read_span(s))
-    ]
+    tools = [s for s in scope if tree.kind(s) == "tool" and not _final_answer_tool(s)]
+    results = [text for s in tools for text in _result_texts(read_span(s))]
     if results:
         notes.pop("retrieval_context", None)
+        found_by["retrieval_context"] = f"fallback: results of {len(tools)} tool call(s)"
         return _bounded(results, truncated), "tool_results"
     systems = [v.system_text for v in map(read_span, models) if v.system_text]
     if systems:
         notes.pop("retrieval_context", None)
+        found_by["retrieval_context"] = "fallback: the model's system instructions"
         return _bounded(list(dict.fromkeys(systems)), truncated), "system_instructions"
     return None, None
+
+
+def _final_answer_tool(span: SpanRecord) -> bool:
+    """A final-answer tool returns the answer itself: never evidence for it."""
+    tool = read_span(span).tool
+    return tool is not None and bool(FINAL_ANSWER_TOOL.match(tool.name.strip()))
 
 
 def _result_texts(view: GenAIView) -> list[str]:
@@ -65,17 +78,32 @@ def _result_texts(view: GenAIView) -> list[str]:
 
 
 def retrieval_context(
-    scope: list[SpanRecord], notes: dict[str, str], where: str, truncated: list[str]
+    tree: SpanTree,
+    scope: list[SpanRecord],
+    notes: dict[str, str],
+    where: str,
+    truncated: list[str],
+    found_by: dict[str, str] | None = None,
 ) -> list[str] | None:
-    retrievers = [read_span(s) for s in scope if span_kind(s) == "retriever"]
-    if not retrievers:
+    """Document texts of the retrievals in ``scope`` (equal texts once), or ``None`` with a
+    note saying why."""
+    found = [(s, hit) for s in scope if (hit := tree.retrieval(s)) is not None]
+    if not found:
         notes.setdefault("retrieval_context", f"no retriever spans in {where}")
         return None
+    retrievers = [read_span(s) for s, _ in found]
     texts: list[str] = []
-    for view in retrievers:
-        if not view.document_texts and "retrieval_context" in view.notes:
+    how: list[str] = []
+    for (span, (docs, rule)), view in zip(found, retrievers, strict=True):
+        got = [d.text for d in docs if d.text and d.text.strip()]
+        if not got and "retrieval_context" in view.notes:
             notes.setdefault("retrieval_context", view.notes["retrieval_context"])
-        texts.extend(view.document_texts)
+        if got:
+            how.append(f"span {span.span_id} ({span.name!r}): {rule}")
+        texts.extend(got)
+    texts = list(dict.fromkeys(texts))
+    if texts and found_by is not None:
+        found_by["retrieval_context"] = "; ".join(how)
     if not texts:
         off = next((v.capture_off for v in retrievers if v.capture_off), None)
         notes.setdefault(
@@ -118,12 +146,14 @@ def _tool_output(value: Any) -> Any:
 
 
 def tools_called(
-    scope: list[SpanRecord], notes: dict[str, str], where: str
+    tree: SpanTree, scope: list[SpanRecord], notes: dict[str, str], where: str
 ) -> list[ToolCall] | None:
     calls: list[ToolCall] = []
     for span in scope:
+        if tree.kind(span) != "tool":
+            continue
         view = read_span(span)
-        if view.kind != "tool" or view.tool is None or not view.tool.name.strip():
+        if view.tool is None or not view.tool.name.strip():
             continue
         if len(calls) >= MAX_TOOL_CALLS:
             notes.setdefault(

@@ -6,6 +6,10 @@
   ``RunnableParallel`` -> retriever, then the model beside it);
 * a trace's scope is every span of the trace.
 
+Kinds come from the dialects, plus the tree rules of :mod:`.inference`: :meth:`SpanTree.kind`
+counts an inferred turn as an ``agent``, :meth:`SpanTree.retrieval` finds retrievals no dialect
+named, :meth:`SpanTree.collapsed_into` tells a wrapper from the operation it wraps.
+
 Example::
 
     tree = SpanTree(trace_spans)
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spanjudge.evaluators.online.rebuild.dialects import kind_of, read_span
+from spanjudge.evaluators.online.rebuild import inference
+from spanjudge.evaluators.online.rebuild.dialects import Document, ViewKind, kind_of, read_span
 from spanjudge.exporters.records import SpanRecord
 
 _Key = tuple[str, str]
@@ -35,6 +40,56 @@ class SpanTree:
         self.children: dict[tuple[str, str | None], list[SpanRecord]] = {}
         for span in spans:
             self.children.setdefault((span.trace_id, span.parent_span_id or None), []).append(span)
+        self._turns: dict[_Key, str] | None = None
+        self._collapsed: dict[str, dict[_Key, SpanRecord]] = {}
+        self._retrievals: dict[_Key, tuple[list[Document], str] | None] = {}
+
+    def kind(self, span: SpanRecord) -> ViewKind | None:
+        """The span's kind: its dialect's, or ``agent`` for an inferred turn."""
+        if self._turns is None:
+            self._turns = inference.inferred_turns(self)
+        if self._turns and (span.trace_id, span.span_id) in self._turns:
+            return "agent"
+        return kind_of(span)
+
+    def how_kind(self, span: SpanRecord) -> str | None:
+        """The inference rule that gave the span its kind, ``None`` when its dialect did."""
+        self.kind(span)
+        return (self._turns or {}).get((span.trace_id, span.span_id))
+
+    def collapsed_into(self, span: SpanRecord) -> SpanRecord | None:
+        """The span evaluated in place of ``span`` when both describe one operation (a wrapper
+        and what it wraps), else ``None``."""
+        kind = self.kind(span)
+        if kind not in inference.COLLAPSIBLE:
+            return None
+        if kind not in self._collapsed:
+            self._collapsed[kind] = inference.collapse(self, kind)
+        return self._collapsed[kind].get((span.trace_id, span.span_id))
+
+    def collapsed_from(self, span: SpanRecord) -> list[SpanRecord]:
+        """The spans that :meth:`collapsed_into` ``span``."""
+        self.collapsed_into(span)
+        kept = (span.trace_id, span.span_id)
+        table = self._collapsed.get(self.kind(span) or "", {})
+        return [self.by_id[k] for k, v in table.items() if (v.trace_id, v.span_id) == kept]
+
+    def retrieval(self, span: SpanRecord) -> tuple[list[Document], str] | None:
+        """The documents of a retrieval and how it was recognised: a dialect's retriever span
+        (``"<dialect> retriever"``), or a span that returns documents (:mod:`.inference`)."""
+        kind = kind_of(span)
+        if kind == "retriever":
+            view = read_span(span)
+            return (view.documents or [], f"{view.dialect} retriever")
+        if kind not in (None, "chain"):
+            return None
+        at = (span.trace_id, span.span_id)
+        if at not in self._retrievals:
+            found = inference.returned_documents(span)
+            self._retrievals[at] = (
+                None if found is None else (found[0], f"{inference.RETRIEVAL_RULE} ({found[1]})")
+            )
+        return self._retrievals[at]
 
     def parent(self, span: SpanRecord) -> SpanRecord | None:
         if not span.parent_span_id:
@@ -70,14 +125,14 @@ class SpanTree:
         agent span encloses ``span``; ``None`` for a span without ancestors."""
         top = None
         for ancestor in self.ancestors(span):
-            if kind_of(ancestor) == "agent":
+            if self.kind(ancestor) == "agent":
                 return ancestor
             top = ancestor
         return top
 
     def scope_of(self, span: SpanRecord) -> list[SpanRecord]:
         """The spans whose retrievals and tool calls belong to ``span``'s evaluation."""
-        if kind_of(span) == "agent":
+        if self.kind(span) == "agent":
             return self.subtree(span)
         turn = self.turn_of(span)
         if turn is None:

@@ -95,7 +95,9 @@ def find_targets(
     for the targets its sampler keeps (:func:`with_conversation`).
 
     ``llm``: every LLM span; ``agent``: every agent span (a turn, whatever the library calls
-    it); ``trace``: the root span (no target while the root has not arrived). Conversation
+    it, or the turn :mod:`.inference` infers where no span is marked as an agent); spans that
+    describe one operation (a wrapper and what it wraps) give one target, the span carrying the
+    text; ``trace``: the root span (no target while the root has not arrived). Conversation
     targets come from :func:`conversation_target`.
 
     Example::
@@ -134,14 +136,25 @@ def find_targets(
             span.span_id,
             span.trace_id,
             span.span_id,
-            tree.conversation_of(span),
+            tree.conversation_of(span) if conversations else None,
             span,
             span.service_name,
             span.end_time_unix_nano,
         )
         for span in ordered
-        if span_kind(span) == rule.target and (not apply_filter or rule.matches_span(span))
+        if tree.kind(span) == rule.target
+        and tree.collapsed_into(span) is None
+        and (not apply_filter or _matches(rule, span, tree))
     ]
+
+
+def _matches(rule: Rule, span: SpanRecord, tree: SpanTree) -> bool:
+    """A filter matches one operation when it matches any span that describes it (the kept
+    span or a wrapper collapsed into it: a run span may carry the agent name, the inner span
+    the content)."""
+    if rule.matches_span(span):
+        return True
+    return any(rule.matches_span(other) for other in tree.collapsed_from(span))
 
 
 def target_tree(spans: list[SpanRecord]) -> SpanTree:
@@ -169,7 +182,7 @@ def turn_spans(conversation_id: str, spans: list[SpanRecord]) -> list[SpanRecord
         candidates = [
             s
             for s in ordered
-            if span_kind(s) == wanted and tree.conversation_of(s) == conversation_id
+            if tree.kind(s) == wanted and tree.conversation_of(s) == conversation_id
         ]
         ids = {(s.trace_id, s.span_id) for s in candidates}
         top = [

@@ -124,6 +124,12 @@ def test_llm_case_from_semconv_messages_and_preceding_siblings() -> None:
         "span_id": s["llm"].span_id,
         "dialect": "spanjudge",
         "context_source": "retrieval",
+        "found_by": {
+            "input": "spanjudge attributes",
+            "actual_output": "spanjudge attributes",
+            "retrieval_context": f"span {s['retriever'].span_id} ('retrieval kb'): "
+            "spanjudge retriever",
+        },
     }
 
 
