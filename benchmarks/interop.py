@@ -6,12 +6,14 @@ recorded OTLP bodies are POSTed unchanged to an in-process worker served on 127.
 store, the offline demo judge, rules: faithfulness and bias on ``llm`` and ``agent``, topic
 adherence on ``conversation``; the pipeline of ``tests/interop/test_conformance.py``). Printed as
 one JSON document: per recording, the library and pinned versions (its ``manifest.json``), the
-evaluations owed, scored, skipped by reason, results that were not owed, and the share scored.
+evaluations owed, scored right, duplicates, evaluated but not owed, the owed ones skipped by
+reason (and why each wrong one is wrong), the share scored right; ``--table`` adds the markdown
+table of issue 27.
 
-Owed, from the scenario (never from what spanjudge recognised): per turn, the agent turn (the
-root span of the turn's trace) for each agent rule and the one model call that answered with
-text for each LLM rule (a call that answered with a tool call only is not owed: pydantic-ai's
-retrieve round trip), plus the conversation ``sess-42`` for topic adherence: 5*2 + 5*2 + 1 = 21.
+Owed, scored right and duplicates are defined in ``tests/interop/owed.py``, from the scenario
+alone (never from what spanjudge recognised): per turn, one evaluation of the agent turn per
+agent rule and of the answering model call per LLM rule, plus the conversation ``sess-42``:
+5*2 + 5*2 + 1 = 21.
 
     .ci-venv/bin/python benchmarks/interop.py [RECORDING ...] > interop.json
     .ci-venv/bin/python benchmarks/interop.py --smoke   # seconds; tests/benchmarks runs it
@@ -35,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY_PACKAGES = re.compile(
     r"^(openinference-.*|traceloop-sdk|opentelemetry-instrumentation-(openai.*|langchain)|"
     r"opentelemetry-util-genai|openlit|litellm|pydantic-ai-slim|langchain-(core|openai)|openai|"
-    r"spanjudge|opentelemetry-sdk|ai|@ai-sdk/openai)$"
+    r"spanjudge|opentelemetry-sdk|ai|@ai-sdk/openai|llama-index-core|openai-agents|"
+    r"opentelemetry-instrumentation-(openai-agents-v2|llamaindex)|strands-agents|google-adk|"
+    r"smolagents|haystack-ai|opentelemetry-haystack)$"
 )
 MISSING = re.compile(r"missing (\w+)")
 # what a skip reason blames, in the words of the setting or the span (first found wins)
@@ -60,41 +64,14 @@ def _reason_kind(reason: str | None) -> str:
 def summarise(
     done: Any, agent_rules: list[str], llm_rules: list[str], topics: str
 ) -> dict[str, Any]:
-    from tests.interop.conftest import scenario
+    from tests.interop.owed import judge_recording, skipped_not_owed
 
-    roots = {root.span_id for root in done.roots.values()}
-    turns = sorted(set(done.turn_of_trace.values()))
-    owed_keys: set[Any] = set()
-    owed = scored = 0
-    for rule in agent_rules:
-        for result in done.of_rule(rule):
-            if result.span_id in roots:
-                owed_keys.add(id(result))
-                scored += result.status == "scored"
-        owed += len(roots)
-    for rule in llm_rules:
-        for number in turns:
-            in_turn = [r for r in done.of_rule(rule) if done.turn(r) == number]
-            answer = next((r for r in in_turn if r.status == "scored"), None)
-            # with content off nothing tells the answering call from a tool-call round trip:
-            # every call in the turn stands for the one owed
-            owed_keys.update(id(r) for r in ([answer] if answer else in_turn))
-            scored += answer is not None
-            owed += 1
-    session = [r for r in done.of_rule(topics) if r.target_id == scenario.SESSION_ID]
-    owed_keys.update(id(r) for r in session)
-    owed += 1
-    scored += any(r.status == "scored" for r in session)
+    verdict = judge_recording(done, agent_rules, llm_rules, topics)
+    owed_ids = {id(r) for r in verdict.owed_results}
     skipped = Counter(
         _reason_kind(r.skip_reason)
         for r in done.results
-        if r.status == "skipped" and id(r) in owed_keys
-    )
-    not_owed = Counter(
-        f"{r.rule} {r.status}: "
-        + (_reason_kind(r.skip_reason) if r.status == "skipped" else f"other {r.target_type}")
-        for r in done.results
-        if id(r) not in owed_keys
+        if r.status == "skipped" and id(r) in owed_ids
     )
     manifest = done.manifest
     return {
@@ -103,26 +80,44 @@ def summarise(
         "content_capture": manifest["content_capture"],
         "versions": {k: v for k, v in manifest["packages"].items() if KEY_PACKAGES.match(k)},
         "recorded_python": manifest["python"],
-        "evaluations_owed": owed,
-        "scored": scored,
-        "skipped_by_reason": dict(skipped.most_common()),
+        "evaluations_owed": verdict.owed,
+        "scored_right": verdict.scored_right,
+        "duplicates": verdict.duplicates,
+        "evaluated_not_owed": verdict.evaluated_not_owed,
+        "share_scored_right": round(verdict.scored_right / verdict.owed, 3),
+        "owed_skipped_by_reason": dict(skipped.most_common()),
+        "not_right": verdict.wrong,
+        "skipped_not_owed": dict(skipped_not_owed(done, verdict).most_common()),
         "errors": sum(1 for r in done.results if r.status == "error"),
-        "not_owed_results": dict(not_owed.most_common()),
-        "share_scored": round(scored / owed, 3) if owed else None,
         "context_sources": dict(
             Counter(r.context_source for r in done.results if r.context_source).most_common()
         ),
     }
 
 
+def _table(rows: list[dict[str, Any]]) -> str:
+    """The rows as the markdown table the issue quotes."""
+    lines = [
+        "| recording | owed | scored right | duplicates | evaluated, not owed |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['recording']} | {r['evaluations_owed']} | {r['scored_right']} | "
+        f"{r['duplicates']} | {r['evaluated_not_owed']} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))  # tests.interop.conftest: the replay pipeline
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from spanjudge._demo.judge import start_offline_judge
-    from tests.interop.conftest import CONTENT_OFF, CONTENT_ON, SPAN_RULES, TOPICS, replay
+    from tests.interop.conftest import RECORDINGS, SPAN_RULES, TOPICS, replay
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recordings", nargs="*", default=[*CONTENT_ON, *CONTENT_OFF])
+    parser.add_argument("recordings", nargs="*", default=list(RECORDINGS))
+    parser.add_argument("--table", action="store_true", help="also print a markdown table")
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -154,6 +149,8 @@ def main() -> int:
     }
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
+    if args.table:
+        sys.stdout.write(_table(rows) + "\n")
     return 0
 
 

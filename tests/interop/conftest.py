@@ -66,6 +66,8 @@ CONTENT_OFF = {
     "otel-genai-nocontent": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "pydantic-ai-nocontent": "include_content",
 }
+# every recording under fixtures/, content on or off
+RECORDINGS = tuple(sorted(p.name for p in FIXTURES.iterdir() if (p / "manifest.json").exists()))
 RELEVANT_TOPICS = ["returns, shipping and payments of an online shop"]
 SPAN_RULES = {
     "faith-llm": ("faithfulness", "llm"),

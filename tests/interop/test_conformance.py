@@ -1,4 +1,5 @@
-"""Conformance with real instrumentation libraries (issue 12, part 5): the recorded OTLP bodies
+"""Conformance with real instrumentation libraries and agent frameworks (issue 12, part 5;
+issue 27): the recorded OTLP bodies
 of the scenario (``record/scenario.py``), as each library wrote them, POSTed unchanged to a real
 worker receiver; the worker settles, rebuilds cases and scores them with the offline judge under
 faithfulness and bias on ``llm`` and ``agent`` and topic adherence on ``conversation``.
@@ -6,6 +7,11 @@ faithfulness and bias on ``llm`` and ``agent`` and topic adherence on ``conversa
 With content capture on, every evaluation owed is scored with the scenario's input, output and
 retrieved text, and with the scores of our own ``@observe`` recording (``spanjudge``). With
 capture off, every owed target gets a ``skipped`` result whose reason names the setting.
+
+The libraries of issue 12 (``CONTENT_ON``) are held to the strictest checks (the agent turn is
+the root span, every model call accounted for). Every recording with content on, the agent
+frameworks of issue 27 included, is held to ``tests/interop/owed.py``: each owed evaluation
+scored right, none twice, and the only gaps the ones :data:`EXPECTED_GAPS` explains.
 """
 
 from __future__ import annotations
@@ -22,16 +28,28 @@ from tests.interop.conftest import (
     BASELINE,
     CONTENT_OFF,
     CONTENT_ON,
+    RECORDINGS,
     SPAN_RULES,
     TOPICS,
     Replayed,
     scenario,
 )
+from tests.interop.owed import judge_recording
 
 AGENT_RULES = [name for name, (_, target) in SPAN_RULES.items() if target == "agent"]
 LLM_RULES = [name for name, (_, target) in SPAN_RULES.items() if target == "llm"]
 TURNS = {turn.number: turn for turn in scenario.TURNS}
 TOOL_CALLS_ONLY = "answered with tool calls only"
+EVERY_CONTENT_ON = [r for r in RECORDINGS if r not in CONTENT_OFF]
+_NO_GROUP = f"{TOPICS} {scenario.SESSION_ID}: no result for the session"
+# what no reader can find, because the instrumentation never exports it
+EXPECTED_GAPS = {
+    # RunConfig(group_id=...) reaches no span attribute in either instrumentation (checked in
+    # their sources: OpenInference's on_trace_start writes the span kind only, the OTel bridge
+    # no group); the session exists only inside the SDK
+    "openai-agents-openinference": [_NO_GROUP],
+    "openai-agents-otel": [_NO_GROUP],
+}
 
 
 def _calls_per_turn(done: Replayed) -> int:
@@ -176,3 +194,33 @@ def test_without_content_every_owed_target_is_skipped_naming_the_capture_setting
     assert scenario.SESSION_ID in {r.target_id for r in done.of_rule(TOPICS)}
     session_case = done.cases[(TOPICS, scenario.SESSION_ID)]
     assert isinstance(session_case, Skip) and setting in session_case.reason
+
+
+@pytest.mark.parametrize("recording", EVERY_CONTENT_ON)
+def test_every_framework_is_scored_right_once_per_owed_evaluation(
+    recording: str, replays: Any
+) -> None:
+    done: Replayed = replays(recording)
+    assert set(done.statuses) == {200}
+    assert len(done.turn_of_trace) == len(TURNS)
+    _one_per_target(done)
+    verdict = judge_recording(done, AGENT_RULES, LLM_RULES, TOPICS)
+    assert verdict.wrong == EXPECTED_GAPS.get(recording, []), recording
+    assert verdict.duplicates == 0, recording
+    assert verdict.scored_right >= 0.95 * verdict.owed
+
+
+@pytest.mark.parametrize("recording", [r for r in EVERY_CONTENT_ON if r not in CONTENT_ON])
+def test_every_framework_scores_as_the_observe_baseline(recording: str, replays: Any) -> None:
+    def scores(done: Replayed) -> dict[tuple[str, int | None], float | None]:
+        verdict = judge_recording(done, AGENT_RULES, LLM_RULES, TOPICS)
+        return {
+            (r.rule, done.turn(r) if r.rule != TOPICS else None): r.score
+            for r in verdict.owed_results
+            if r.status == "scored"
+        }
+
+    baseline = scores(replays(BASELINE))
+    got = scores(replays(recording))
+    assert got == {k: v for k, v in baseline.items() if k in got}
+    assert len(got) == len(baseline) - len(EXPECTED_GAPS.get(recording, []))
