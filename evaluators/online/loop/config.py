@@ -24,7 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from spanjudge.errors import ConfigError
 
-__all__ = ["LoopSettings", "MonitorConfig", "error_lines"]
+__all__ = ["Count", "Flag", "LoopSettings", "MonitorConfig", "Number", "error_lines"]
 
 
 def _not_bool(value: Any) -> Any:
@@ -45,6 +45,12 @@ Number = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)
 Count = Annotated[int, BeforeValidator(_not_bool)]
 Flag = Annotated[bool, BeforeValidator(_bool_or_text)]
 
+# Upper bounds of the times and counts below: far past any sensible value, and short of where
+# the loop stops working unnoticed (settle_seconds = 1e308 never settles a trace, a 1e308 s
+# interval overflows the scheduler's timedelta, a batch_size past 2**63 the SQL LIMIT).
+HOUR = 3600.0
+DAY = 86400.0
+
 
 class LoopSettings(BaseModel):
     """Timing, concurrency and retry settings of the online loop (every time in seconds)."""
@@ -56,48 +62,61 @@ class LoopSettings(BaseModel):
     interval_seconds: Number = Field(
         default=5.0,
         gt=0,
+        le=HOUR,
         description="Seconds between two ticks of the scheduler (plan, claim, run).",
     )
     settle_seconds: Number = Field(
         default=10.0,
         ge=0,
+        le=DAY,
         description="A trace is evaluated once its root ended and no span arrived for this long.",
     )
     idle_seconds: Number = Field(
         default=300.0,
         ge=0,
+        le=30 * DAY,
         description="A conversation is evaluated after this long without a new turn.",
     )
-    concurrency: Count = Field(default=8, ge=1, description="Evaluations that run at once.")
+    concurrency: Count = Field(
+        default=8, ge=1, le=1024, description="Evaluations that run at once."
+    )
     batch_size: Count = Field(
         default=64,
         ge=1,
+        le=10_000,
         description="The most jobs claimed at once; a claim never takes more than the free "
         "evaluation slots, so leased jobs do not wait behind others.",
     )
     lease_seconds: Number = Field(
         default=300.0,
         gt=0,
+        le=DAY,
         description="How long a claimed job is this evaluator's before another may take it "
         "over (a crash costs at most this much delay); results older than this are re-sent.",
     )
     max_attempts: Count = Field(
         default=3,
         ge=1,
+        le=1000,
         description="Attempts per job: transient judge failures (timeouts, 429, 5xx, "
         "connection errors) are retried in later ticks.",
     )
     retry_delay_seconds: Number = Field(
-        default=30.0, ge=0, description="Attempt n of a job waits n times this long after the last."
+        default=30.0,
+        ge=0,
+        le=DAY,
+        description="Attempt n of a job waits n times this long after the last.",
     )
     retention_seconds: Number | None = Field(
         default=7 * 24 * 3600.0,
         gt=0,
+        le=3650 * DAY,
         description="Stored spans older than this are deleted (null: kept for ever).",
     )
     flush_timeout_seconds: Number = Field(
         default=2.0,
         ge=0,
+        le=HOUR,
         description="The longest a tick waits for the exporters to confirm results.",
     )
     judge_cache: Flag = Field(
@@ -108,6 +127,7 @@ class LoopSettings(BaseModel):
     judge_cache_max_age_seconds: Number = Field(
         default=24 * 3600.0,
         gt=0,
+        le=365 * DAY,
         description="How long a cached result is reused; older entries are pruned each tick.",
     )
 
