@@ -153,8 +153,18 @@ def worker(config_path: str | None) -> None:
     default=None,
     help="Worker settings file with the store and the rules to apply.",
 )
-def backfill(since: str, config_path: str | None) -> None:
-    """Evaluate stored spans from the past under the current rules."""
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="Also evaluate again every result that is an error, recorded since --since (a judge "
+    "outage longer than the retry schedule); the errored result is kept as superseded.",
+)
+def backfill(since: str, config_path: str | None, retry_errors: bool) -> None:
+    """Evaluate stored spans from the past under the current rules.
+
+    A target evaluated before is not evaluated again, unless its result is an error and
+    --retry-errors is given.
+    """
     from spanjudge.worker.service import run_backfill
 
     settings = load_cli_settings(config_path)  # ConfigError: exit 2
@@ -162,7 +172,7 @@ def backfill(since: str, config_path: str | None) -> None:
         start = parse_since(since, now=time.time())
     except ValueError as exc:
         usage_error(str(exc))
-    sys.exit(run_backfill(settings, since=start))
+    sys.exit(run_backfill(settings, since=start, retry_errors=retry_errors))
 
 
 @cli.command()
@@ -237,9 +247,20 @@ def _print_explanation(explanation: Explanation, configured: bool) -> None:
                 [line.dialect, line.kind or "no GenAI kind"]
                 + ([f"conversation {escape(line.conversation_id)}"] if line.conversation_id else [])
             )
+        if line.dialect is None and line.kind is not None:
+            label = f"{line.kind} (no dialect)"
         node = nodes[-1].add(f"[bold]{escape(line.name)}[/] {line.span_id}  {label}")
+        if line.kind_rule:
+            node.add(f"[cyan]{line.kind} by inference:[/] {escape(line.kind_rule)}")
+        if line.collapsed_into:
+            node.add(
+                f"[cyan]one operation with span {line.collapsed_into}[/], evaluated there "
+                "(a wrapper and what it wraps)"
+            )
         if line.capture_off:
             node.add(f"[yellow]capture off:[/] {escape(line.capture_off)}")
+        for field_name, why in line.notes.items():
+            node.add(f"[yellow]{escape(field_name)}:[/] {escape(why)}")
         for verdict in line.rules:
             _add_verdict(node, verdict)
         nodes.append(node)
@@ -294,6 +315,11 @@ def _add_verdict(parent: Tree, verdict: RuleVerdict) -> None:
             context.add(escape(text))
     if case.tools_called:
         node.add(f"tools called: {escape(', '.join(case.tools_called))}")
+    if case.found_by:
+        found = node.add("found by:")
+        for field_name, how in case.found_by.items():
+            mark = " [yellow](inferred)[/]" if field_name in case.inferred else ""
+            found.add(f"{escape(field_name)}: {escape(how)}{mark}")
 
 
 for _command in REVIEW_COMMANDS:

@@ -182,6 +182,11 @@ class Rule:
     * ``context_fallback``: when the target's turn has no retrieved text, use the results of its
       tool calls, then the model's system instructions, as the retrieval context (the result
       records which: ``spanjudge.evaluation.context_source``); ``False`` skips instead.
+    * ``inferred_fields``: ``True`` (the default) lets the reader's inference rules fill the
+      case (a turn inferred from the tree, a retrieval recognised by what it returns, an agent's
+      text taken from its model calls, a model call recognised by its messages); ``False``
+      scores only cases whose required fields a dialect read, and skips the others naming the
+      inferred field and the rule that found it.
 
     Example::
 
@@ -204,6 +209,7 @@ class Rule:
     name: str = None  # type: ignore[assignment]
     build_case: Callable[..., Any] | None = None
     context_fallback: bool = True
+    inferred_fields: bool = True
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -2,8 +2,9 @@
 
 :func:`explain_trace` takes a trace's spans (content log events already joined, as
 :func:`~spanjudge.evaluators.online.rebuild.loading.load_trace` gives them) and the rules, and
-returns an :class:`Explanation`: per span, in tree order, its dialect, kind, conversation id and
-capture setting; which rules target it, whether their filter and sampler pick it, and the test case
+returns an :class:`Explanation`: per span, in tree order, its dialect, kind (and the inference
+rule that gave it, when no dialect did), conversation id, capture setting, how each of its fields
+was found, and the span it is collapsed into when it wraps another span of the same operation; which rules target it, whether their filter and sampler pick it, and the test case
 the rule would evaluate (or why it is skipped); per conversation of the trace, its turns and the
 conversation rules' cases; per rule without a target here, why (the reasons the planner counts
 in ``spanjudge.rules.no_target``). Budgets are not applied: they depend on the moment.
@@ -38,7 +39,7 @@ from spanjudge.evaluators.online.planning.coverage import (
 from spanjudge.evaluators.online.planning.rules import Rule
 from spanjudge.evaluators.online.planning.sampler import is_sampled
 from spanjudge.evaluators.online.rebuild.cases import build_case
-from spanjudge.evaluators.online.rebuild.dialects import read_span
+from spanjudge.evaluators.online.rebuild.dialects import generic, read_span
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import (
     Skip,
@@ -95,6 +96,8 @@ class CaseFields:
     context_source: str | None = None
     tools_called: list[str] = field(default_factory=list)
     turns: list[tuple[str, str]] = field(default_factory=list)
+    found_by: dict[str, str] = field(default_factory=dict)
+    inferred: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -136,6 +139,9 @@ class SpanExplanation:
     notes: dict[str, str]
     attribute_keys: list[str]
     rules: list[RuleVerdict] = field(default_factory=list)
+    kind_rule: str | None = None  # the inference rule behind ``kind``, None: the dialect's
+    collapsed_into: str | None = None  # the span evaluated for this one's operation
+    found: dict[str, str] = field(default_factory=dict)  # field -> how the dialect read it
 
 
 @dataclass(slots=True)
@@ -189,8 +195,9 @@ def explain_trace(
         for target in find_targets(rule, spans, apply_filter=False):
             key = target.span_id or ""
             verdicts.setdefault(key, []).append(_verdict(rule, target, spans))
+    tree = SpanTree([s for s in spans if not is_evaluation(s)])
     lines = [
-        _span_line(span, depth, verdicts.get(span.span_id, []))
+        _span_line(span, depth, verdicts.get(span.span_id, []), tree)
         for span, depth in _tree_order(spans)
     ]
     conv_rules = [r for r in rules if r.target == "conversation"]
@@ -227,20 +234,43 @@ def _tree_order(spans: list[SpanRecord]) -> list[tuple[SpanRecord, int]]:
     return out
 
 
-def _span_line(span: SpanRecord, depth: int, rules: list[RuleVerdict]) -> SpanExplanation:
+def _span_line(
+    span: SpanRecord, depth: int, rules: list[RuleVerdict], tree: SpanTree
+) -> SpanExplanation:
     view = read_span(span)
+    evaluation = is_evaluation(span)
+    kind = view.kind if evaluation else tree.kind(span)
+    kind_rule = None if evaluation else tree.how_kind(span)
+    if kind_rule is None and view.dialect == generic.NAME:
+        kind_rule = generic.RULE
+    if kind is None and not evaluation and (found := tree.retrieval(span)) is not None:
+        kind, kind_rule = "retriever", found[1]
+    notes = dict(view.notes)
+    if (
+        kind == "agent"
+        and view.input_text is None
+        and view.output_text is None
+        and not notes
+        and view.capture_off is None
+    ):
+        # not a capture setting: many frameworks keep a turn's text on its model calls
+        notes["text"] = "no text of its own: the turn speaks through its model calls"
+    kept = None if evaluation else tree.collapsed_into(span)
     return SpanExplanation(
         depth=depth,
         span_id=span.span_id,
         name=span.name,
         service=span.service_name,
-        dialect="spanjudge evaluation" if is_evaluation(span) else view.dialect,
-        kind=view.kind,
+        dialect="spanjudge evaluation" if evaluation else view.dialect,
+        kind=kind,
         conversation_id=view.conversation_id,
         capture_off=view.capture_off,
-        notes=dict(view.notes),
+        notes=notes,
         attribute_keys=sorted(span.attributes),
         rules=rules,
+        kind_rule=kind_rule,
+        collapsed_into=kept.span_id if kept is not None else None,
+        found=dict(view.found),
     )
 
 
@@ -297,6 +327,8 @@ def _fields(case: LLMTestCase | ConversationalTestCase) -> CaseFields:
         retrieval_context=[_cut(text) for text in case.retrieval_context or ()],
         context_source=str(source) if source is not None else None,
         tools_called=[call.name for call in case.tools_called or ()],
+        found_by={str(k): str(v) for k, v in (metadata.get("found_by") or {}).items()},
+        inferred=[str(f) for f in metadata.get("inferred_fields") or ()],
     )
 
 
