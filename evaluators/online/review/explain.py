@@ -4,8 +4,9 @@
 :func:`~spanjudge.evaluators.online.rebuild.loading.load_trace` gives them) and the rules, and
 returns an :class:`Explanation`: per span, in tree order, its dialect, kind (and the inference
 rule that gave it, when no dialect did), conversation id, capture setting, how each of its fields
-was found, and the span it is collapsed into when it wraps another span of the same operation; which rules target it, whether their filter and sampler pick it, and the test case
-the rule would evaluate (or why it is skipped); per conversation of the trace, its turns and the
+was found, and the span it is collapsed into when it wraps another span of the same operation;
+which rules target it, whether their filter and sampler pick it, and the test case the rule would
+evaluate (or why it is skipped); per conversation of the trace, its turns and the
 conversation rules' cases; per rule without a target here, why (the reasons the planner counts
 in ``spanjudge.rules.no_target``). Budgets are not applied: they depend on the moment.
 
