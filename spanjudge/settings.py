@@ -19,14 +19,16 @@ Every key can also come from the environment: ``SPANJUDGE_STORE_URL``, ``SPANJUD
 (``interval_seconds``, ``concurrency``...) are the fields of ``LoopSettings``
 (evaluators/online/loop/config.py), shared with ``MonitorConfig``. ``docs/reference/settings.md``
 lists every key and variable (``python scripts/settings_table.py`` writes it from them).
-The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen by its extension.
+The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen by its extension
+(:mod:`spanjudge.settings_files`); checks a type alone does not make (URLs, judge options, a
+schema without PostgreSQL) are in :mod:`spanjudge.settings_checks`.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
@@ -35,18 +37,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
-    JsonConfigSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
-    YamlConfigSettingsSource,
+    SettingsError,
 )
 
 from spanjudge.errors import ConfigError as ConfigError
 from spanjudge.evaluators.judges.structured import StructuredOutput
-from spanjudge.evaluators.online.loop.config import LoopSettings, error_lines
+from spanjudge.evaluators.online.loop.config import LoopSettings, Number
 from spanjudge.exporters.kinds import OUTPUTS, MetricName, Output, TargetType
 from spanjudge.exporters.store import DEFAULT_STORE_URL
+from spanjudge.settings_checks import (
+    HttpUrl,
+    JudgeModel,
+    JudgeOptions,
+    ReceiverHost,
+    StoreSchema,
+    StoreUrl,
+    environment_error,
+    format_validation_error,
+)
+from spanjudge.settings_files import file_source
 
 
 class RuleConfig(BaseModel):
@@ -105,11 +116,11 @@ class WorkerSettings(LoopSettings, BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SPANJUDGE_", extra="forbid")
 
-    store_url: str = Field(
+    store_url: StoreUrl = Field(
         default=DEFAULT_STORE_URL,
         description="Where spans, jobs and results are kept (SQLite or PostgreSQL).",
     )
-    store_schema: str | None = Field(
+    store_schema: StoreSchema | None = Field(
         default=None, description="PostgreSQL: keep the tables in this schema."
     )
     mode: Literal["child-span", "enrich"] = Field(
@@ -117,7 +128,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         description="child-span: scores go out as evaluation spans; enrich: the worker forwards "
         "every span it receives and holds evaluated ones until their scores are on them.",
     )
-    receiver_host: str = Field(
+    receiver_host: ReceiverHost = Field(
         default="127.0.0.1", description="Address the OTLP/HTTP receiver binds."
     )
     receiver_port: int = Field(
@@ -143,18 +154,25 @@ class WorkerSettings(LoopSettings, BaseSettings):
         description="The receiver answers 503 + Retry-After once this many spans wait for the "
         "store.",
     )
-    max_hold_seconds: float = Field(
-        default=120.0, gt=0, description="Enrich mode: the longest a span waits for its scores."
+    max_hold_seconds: Number = Field(
+        default=120.0,
+        gt=0,
+        le=86400,
+        description="Enrich mode: the longest a span waits for its scores.",
     )
-    judge_model: str = Field(default="gpt-4o", description="The judge: any litellm model name.")
-    judge_timeout: float = Field(default=60.0, gt=0, description="Seconds one judge call may take.")
+    judge_model: JudgeModel = Field(
+        default="gpt-4o", description="The judge: any litellm model name."
+    )
+    judge_timeout: Number = Field(
+        default=60.0, gt=0, le=3600, description="Seconds one judge call may take."
+    )
     judge_max_concurrency: int = Field(
-        default=8, ge=1, description="Judge calls in flight at once."
+        default=8, ge=1, le=1024, description="Judge calls in flight at once."
     )
-    judge_options: dict[str, Any] = Field(
+    judge_options: JudgeOptions = Field(
         default_factory=dict, description="More keyword arguments for the litellm judge."
     )
-    judge_base_url: str | None = Field(
+    judge_base_url: HttpUrl | None = Field(
         default=None, description="A self-hosted judge's OpenAI-compatible URL."
     )
     judge_api_key_env: str | None = Field(
@@ -166,7 +184,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         default="auto",
         description="How JSON is asked of the judge; auto negotiates per server.",
     )
-    downstream_endpoint: str | None = Field(
+    downstream_endpoint: HttpUrl | None = Field(
         default=None,
         description="Where scores (and, in enrich mode, spans) go over OTLP/HTTP; unset: "
         "OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT.",
@@ -182,8 +200,11 @@ class WorkerSettings(LoopSettings, BaseSettings):
     )
     # Judge-human agreement: spanjudge calibration, the spanjudge_judge_agreement gauges and the
     # SpanjudgeJudgeAgreementLow alert read these three
-    agreement_window_seconds: float = Field(
-        default=30 * 86400.0, gt=0, description="Human labels of this last stretch of time count."
+    agreement_window_seconds: Number = Field(
+        default=30 * 86400.0,
+        gt=0,
+        le=3650 * 86400,
+        description="Human labels of this last stretch of time count.",
     )
     agreement_floor: float = Field(
         default=0.4,
@@ -236,7 +257,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         path = _CONFIG_FILE.get()
         if path is None:
             return init_settings, env_settings
-        return init_settings, env_settings, _file_source(settings_cls, path)
+        return init_settings, env_settings, file_source(settings_cls, path)
 
 
 # Environment variables spanjudge reads that are not WorkerSettings keys: (variable, read by,
@@ -327,58 +348,6 @@ def _reading(path: Path | None) -> Iterator[None]:
         _CONFIG_FILE.reset(token)
 
 
-def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, Any]:
-    """The file's top-level mapping, or a ConfigError naming the file and what is wrong."""
-    try:
-        data = read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # each format's parser has its own error class
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a table/mapping of keys")
-    return data
-
-
-# The sources skip a missing file and let parser errors (or a list at the top level) escape as
-# they are; these subclasses turn every such problem into one ConfigError.
-class _TomlFile(TomlConfigSettingsSource):
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        read = super()._read_file
-        return _checked("TOML", file_path, lambda: read(file_path))
-
-
-class _YamlFile(YamlConfigSettingsSource):
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        read = super()._read_file
-        return _checked("YAML", file_path, lambda: read(file_path))
-
-
-class _JsonFile(JsonConfigSettingsSource):
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        read = super()._read_file
-        return _checked("JSON", file_path, lambda: read(file_path))
-
-
-def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
-    if not path.is_file():
-        reason = "not a file" if path.exists() else "no such file"
-        raise ConfigError(f"cannot read config file {path}: {reason}")
-    suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return _YamlFile(settings_cls, path)
-    if suffix == ".json":
-        return _JsonFile(settings_cls, path)
-    return _TomlFile(settings_cls, path)  # .toml, and any other name
-
-
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    """A heading naming the source, then one ``key: what is wrong`` line per bad key."""
-    lines = [f"invalid worker configuration ({source}):"]
-    lines += [f"  {line}" for line in error_lines(exc)]
-    return "\n".join(lines)
-
-
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> WorkerSettings:
     """Read the file (TOML, YAML or JSON by extension), then apply ``SPANJUDGE_*`` env vars.
 
@@ -396,3 +365,5 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     except ValidationError as exc:
         source = "environment" if file is None else str(file)
         raise ConfigError(format_validation_error(exc, source)) from None
+    except SettingsError as exc:  # a SPANJUDGE_* variable that is not valid JSON
+        raise environment_error(exc) from None
