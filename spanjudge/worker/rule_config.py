@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from typing import Any
 
 from spanjudge.exporters.kinds import MetricName
@@ -27,22 +28,58 @@ def import_object(path: str, what: str) -> Any:
 
 
 def make_judge(settings: WorkerSettings) -> Any:
+    """The worker's judge from the ``judge_*`` settings; each error names the setting to fix."""
     from spanjudge.evaluators.judges import LiteLLMJudge
 
+    key_env = settings.judge_api_key_env
+    if key_env and not os.environ.get(key_env):
+        raise ConfigError(f"judge_api_key_env: the variable {key_env} is not set or is empty")
     options = dict(settings.judge_options)
     if settings.judge_base_url:
         options["api_base"] = settings.judge_base_url
+    missing = missing_openai_key(settings.judge_model, options, key_env)
+    if missing:
+        raise ConfigError(missing)
     try:
         return LiteLLMJudge(
             settings.judge_model,
             timeout=settings.judge_timeout,
             max_concurrency=settings.judge_max_concurrency,
             structured_output=settings.judge_structured_output,
-            api_key_env=settings.judge_api_key_env,
+            api_key_env=key_env,
             **options,
         )
-    except ValueError as exc:
-        raise ConfigError(f"judge_api_key_env: {exc}") from exc
+    except (TypeError, ValueError) as exc:  # the options' values: the rest is checked above
+        raise ConfigError(f"judge_options: {exc}") from exc
+
+
+def missing_openai_key(model: str, options: dict[str, Any], key_env: str | None) -> str | None:
+    """Why an OpenAI judge cannot authenticate, or None.
+
+    Checked for OpenAI's own endpoint only (a server of your own may need no key), and only for
+    OpenAI models (other providers' keys are litellm's to find). Without it the worker would
+    start and every evaluation end in an authentication error."""
+    from spanjudge.evaluators.judges.direct import price_table
+
+    if key_env or options.get("api_key") or os.environ.get("OPENAI_API_KEY"):
+        return None
+    if options.get("api_base") or options.get("base_url"):
+        return None
+    if os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL"):
+        return None
+    if not model.startswith("openai/"):
+        if "/" in model:
+            return None
+        try:  # litellm's provider for a bare name, from the table it ships (no litellm import)
+            entry = price_table(lambda: importlib.import_module("litellm")).get(model) or {}
+        except Exception:
+            return None
+        if entry.get("litellm_provider") != "openai":
+            return None
+    return (
+        f"judge_api_key_env: the judge {model} is an OpenAI model and OPENAI_API_KEY is not set "
+        "(set it, or name the variable holding the key in judge_api_key_env)"
+    )
 
 
 def metric_class(config: RuleConfig) -> Any:
@@ -105,16 +142,48 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
 
 
 def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:
+    """The configured rules, ``[[rules]]`` first, then the entry point's; every problem is a
+    ConfigError naming the setting (no rules at all, a name used twice, an entry point that
+    does not return Rule objects)."""
     rules = [build_rule(cfg, judge, i) for i, cfg in enumerate(settings.rules)]
+    where = [f"rules.{i}" for i in range(len(rules))]
     if settings.rules_entrypoint:
-        factory = import_object(settings.rules_entrypoint, "rules_entrypoint")
-        try:
-            extra = factory() if callable(factory) else factory
-        except Exception as exc:
-            raise ConfigError(
-                f"rules_entrypoint {settings.rules_entrypoint!r} raised: {exc}"
-            ) from exc
-        rules.extend(list(extra))
+        extra = _entrypoint_rules(settings.rules_entrypoint)
+        rules.extend(extra)
+        where += [f"rules_entrypoint (item {i})" for i in range(len(extra))]
     if not rules:
-        raise ConfigError("no rules: add [[rules]] to the config file or set rules_entrypoint")
+        raise ConfigError(
+            "rules: no rules configured: add [[rules]] to the file or set rules_entrypoint"
+        )
+    first: dict[str, str] = {}
+    for rule, place in zip(rules, where, strict=True):
+        if rule.name in first:
+            key = f"{place}.name" if place.startswith("rules.") else place
+            raise ConfigError(
+                f"{key}: the rule name {rule.name!r} is also {first[rule.name]}'s (names key the "
+                "results: give each rule its own name)"
+            )
+        first[rule.name] = place
     return rules
+
+
+def _entrypoint_rules(path: str) -> list[Any]:
+    from spanjudge.evaluators.online import Rule
+
+    factory = import_object(path, "rules_entrypoint")
+    try:
+        made = factory() if callable(factory) else factory
+        found = list(made) if not isinstance(made, (str, bytes, Rule)) else None
+    except Exception as exc:
+        raise ConfigError(f"rules_entrypoint {path!r} raised: {exc}") from exc
+    if found is None:
+        raise ConfigError(
+            f"rules_entrypoint {path!r} returned a {type(made).__name__}: expected a list of "
+            "Rule objects"
+        )
+    for i, item in enumerate(found):
+        if not isinstance(item, Rule):
+            raise ConfigError(
+                f"rules_entrypoint {path!r}: item {i} is a {type(item).__name__}, not a Rule"
+            )
+    return found
