@@ -48,17 +48,19 @@ class _Tap:
     def __init__(self, exporter: Any) -> None:
         self.status: int | None = None
         self._inside = threading.local()
-        self.client = getattr(exporter, "_client", None)
-        export = getattr(self.client, "export", None)
+        self._logger: logging.Logger | None = None
+        client: Any = getattr(exporter, "_client", None)
+        export: Any = getattr(client, "export", None)
         self.endpoint = str(getattr(exporter, "_endpoint", "") or "") or None
         self.readable = callable(export)
         if not self.readable:
             return
-        self._export = export
-        self.client.export = self._tapped  # on this instance only
-        self._logger = getattr(self.client, "_logger", None)
-        if isinstance(self._logger, logging.Logger):
-            self._logger.addFilter(self._filter)
+        self._export: Callable[..., Any] = export
+        client.export = self._tapped  # on this instance only
+        found = getattr(client, "_logger", None)
+        if isinstance(found, logging.Logger):
+            self._logger = found
+            found.addFilter(self._filter)
 
     def _tapped(self, data: bytes, *args: Any, **kwargs: Any) -> Any:
         self._inside.active = True
@@ -81,7 +83,7 @@ class _Tap:
         return status
 
     def close(self) -> None:
-        if self.readable and isinstance(self._logger, logging.Logger):
+        if self._logger is not None:
             self._logger.removeFilter(self._filter)
 
 

@@ -78,7 +78,9 @@ def test_without_the_targets_end_the_span_is_linked_from_a_trace_of_its_own() ->
 
 
 def test_a_failing_verdict_is_an_error_status_with_the_reason() -> None:
-    record = make_record(score=0.25, label="fail", success=False, reason="2 of 3 claims unsupported")
+    record = make_record(
+        score=0.25, label="fail", success=False, reason="2 of 3 claims unsupported"
+    )
     status = evaluation_span(record).status
     assert status.status_code is StatusCode.ERROR
     assert status.description == "faithfulness 0.25 fail: 2 of 3 claims unsupported"

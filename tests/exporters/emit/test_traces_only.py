@@ -108,7 +108,9 @@ def test_an_endpoint_that_starts_taking_logs_gets_the_events_again(
     ]
     assert emitter.exported_events == 2 and emitter.events_not_accepted == 1
     assert emitter.logs_refused_with is None
-    assert any("takes gen_ai.evaluation.result events again" in r.getMessage() for r in caplog.records)
+    assert any(
+        "takes gen_ai.evaluation.result events again" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_label_events_settle_too() -> None:
