@@ -1,0 +1,287 @@
+"""``spanjudge worker``: OTLP/HTTP in, spans stored, rules evaluated, scores out over OTLP.
+
+Spans are written to the store inside the request, so a 200 means they are durable; when too
+many spans are waiting for the store the receiver answers 503 with Retry-After and the
+Collector's ``otlphttp`` exporter retries. Several workers may share one PostgreSQL store: jobs
+are split with row leases, and settling and idleness are decided from the shared arrival times.
+
+Modes (``mode`` setting):
+
+* ``child-span``: scores go out as evaluation spans, children of the evaluated spans.
+* ``enrich``: the worker stands in front of the backend and forwards every span it receives;
+  a span that a rule picks for evaluation is held until its scores are in (at most
+  ``max_hold_seconds``) and forwarded with them as its own attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from spanjudge.exporters.store.urls import redact_url
+from spanjudge.human_feedback import feedback_http_sink
+from spanjudge.settings import WorkerSettings
+from spanjudge.worker.ingest import IngestGate
+from spanjudge.worker.preflight import bind_receiver, open_worker_store, start_warnings
+from spanjudge.worker.rule_config import build_rules, make_judge
+
+__all__ = ["IngestGate", "Worker", "build_rules", "run_backfill", "run_worker"]
+
+logger = logging.getLogger("spanjudge.worker.service")
+
+AGREEMENT_REFRESH_SECONDS = 60.0
+
+
+class Worker:
+    """The worker's parts, wired; :meth:`serve` runs it until SIGTERM/SIGINT."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        judge: Any = None,
+        span_exporter: Any = None,
+        log_exporter: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from prometheus_client import CollectorRegistry
+
+        from spanjudge.evaluators.online.loop.monitor import Monitor
+        from spanjudge.exporters.emit.emitter import ScoreEmitter
+        from spanjudge.exporters.otlp.receiver import create_receiver_app
+        from spanjudge.exporters.telemetry import (
+            Telemetry,
+            metrics_asgi_app,
+            prometheus_meter_provider,
+        )
+
+        self.settings = settings
+        self.clock = clock
+        self.judge = judge if judge is not None else make_judge(settings)
+        self.rules = build_rules(settings, self.judge)
+        self.registry = CollectorRegistry()
+        self.meter_provider = prometheus_meter_provider(self.registry)
+        self.telemetry = Telemetry(self.meter_provider)
+        self.telemetry.prime([rule.name for rule in self.rules])
+        outputs = list(settings.outputs)
+        injected_spans_only = span_exporter is not None and log_exporter is None
+        if injected_spans_only and "outputs" not in settings.model_fields_set:
+            outputs = ["span"]  # injected exporters name the outputs, as in ScoreEmitter
+        if span_exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            endpoint = _signal_url(settings.downstream_endpoint, "traces")
+            span_exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+        if log_exporter is None and "event" in outputs:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            # OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT and friends apply when no downstream is set
+            endpoint = _signal_url(settings.downstream_endpoint, "logs")
+            log_exporter = OTLPLogExporter(endpoint=endpoint) if endpoint else OTLPLogExporter()
+        self.span_exporter = span_exporter
+        self.resource = Resource.create({SERVICE_NAME: settings.service_name})
+        self.store = open_worker_store(settings)  # errors name store_url
+        self.emitter = ScoreEmitter(
+            outputs=outputs,
+            span_exporter=span_exporter if "span" in outputs else None,
+            log_exporter=log_exporter if "event" in outputs else None,
+            resource=self.resource,
+            telemetry=self.telemetry,
+        )
+        self.enricher: Any = None
+        if settings.mode == "enrich":
+            from spanjudge.evaluators.online.enrich.forwarder import Enricher
+
+            # the backend gets the received spans from this exporter, scores on the spans
+            self.enricher = Enricher(
+                self.rules,
+                self.store,
+                span_exporter,
+                max_hold_seconds=settings.max_hold_seconds,
+                telemetry=self.telemetry,
+                clock=clock,
+            )
+        self.monitor = Monitor(
+            self.rules,
+            store=self.store,
+            emitter=self.emitter
+            if self.enricher is None
+            else self.enricher.emitter_for_conversations(self.emitter),
+            telemetry=self.telemetry,
+            clock=clock,
+            after_tick=self.enricher.release if self.enricher is not None else None,
+            # the loop's settings are WorkerSettings' inherited LoopSettings fields
+            config=settings.monitor_config(),
+        )
+        self.gate = IngestGate(
+            self.store,
+            max_pending_spans=settings.max_pending_spans,
+            clock=clock,
+            outbox=self.enricher.outbox_entries if self.enricher is not None else None,
+            after_write=self.enricher.received if self.enricher is not None else None,
+            telemetry=self.telemetry,
+        )
+        self._ready = threading.Event()
+        self._agreement: tuple[float, list[tuple[str, str, str, float]]] | None = None
+        self.telemetry.set_agreement_callback(self.agreement_rows)
+        self.app = create_receiver_app(
+            sink=self.gate.write,
+            log_sink=self.gate.write_logs,
+            bearer_token=settings.bearer_token,
+            max_body_bytes=settings.max_body_bytes,
+            max_decompressed_bytes=settings.max_decompressed_bytes,
+            ready=self.is_ready,
+            backpressure=self.gate.backpressure,
+            telemetry=self.telemetry,
+            metrics_app=metrics_asgi_app(self.registry),
+            feedback_sink=feedback_http_sink(
+                self.store,
+                metrics=[rule.metric.name for rule in self.rules],
+                stored=self._send_label,
+            ),
+            keep_span_bytes=self.enricher is not None,  # forwarded as received
+        )
+
+    def _send_label(self, label: Any) -> None:
+        """A label posted here leaves as its event at once (the loop re-sends orphans)."""
+        from spanjudge.evaluators.online.loop.delivery import feedback_emitter, send_feedback
+
+        self._agreement = None  # the gauges show it at the next scrape
+        emitter = feedback_emitter(self.emitter)
+        if emitter is not None:
+            send_feedback(self.store, emitter, label)
+
+    def agreement_rows(self) -> list[tuple[str, str, str, float]]:
+        """The agreement gauge's rows, recomputed at most once a minute (scrapes come often;
+        the labels of the window are read from the store)."""
+        from spanjudge.evaluators.online.review.agreement import agreement, gauge_rows
+
+        now = self.clock()
+        if self._agreement is not None and now - self._agreement[0] < AGREEMENT_REFRESH_SECONDS:
+            return self._agreement[1]
+        pairs = self.store.labelled_results(since=now - self.settings.agreement_window_seconds)
+        rows = gauge_rows(
+            agreement(pairs),
+            floor=self.settings.agreement_floor,
+            min_labels=self.settings.agreement_min_labels,
+        )
+        self._agreement = (now, rows)
+        return rows
+
+    def is_ready(self) -> bool:
+        """Ready once the evaluation loop runs, and not while the store is shedding load."""
+        return self._ready.is_set() and not self.gate.shedding()
+
+    def start_background(self) -> None:
+        if self.enricher is not None:
+            self.enricher.start()
+        self.monitor.start()
+        self._ready.set()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop evaluating (jobs in flight finish and are stored), flush exporters, close."""
+        self._ready.clear()
+        self.monitor.stop(timeout)
+        if self.enricher is not None:
+            # what is due goes out now; spans still held stay in the store for the next start
+            self.enricher.release()
+            self.enricher.stop(timeout)
+        self.emitter.shutdown(timeout)
+        self.meter_provider.shutdown()
+        self.store.close()
+
+    def serve(self, sockets: list[socket.socket] | None = None) -> int:
+        """Serve the receiver until SIGTERM/SIGINT, then shut down; returns the exit code.
+
+        ``sockets``: the receiver's, bound and listening (:func:`bind_receiver`); by default
+        they are bound here, before anything starts, so a port in use is an error naming
+        receiver_port and nothing else has run."""
+        import uvicorn
+
+        if sockets is None:
+            sockets = bind_receiver(self.settings.receiver_host, self.settings.receiver_port)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
+        server = uvicorn.Server(config)
+        self.start_background()
+        port = sockets[0].getsockname()[1]  # the one the system chose for receiver_port = 0
+        logger.warning(
+            "spanjudge worker listening on http://%s:%s/v1/traces (mode %s, %d rules, store %s)",
+            self.settings.receiver_host,
+            port,
+            self.settings.mode,
+            len(self.rules),
+            redact_url(self.settings.store_url),
+        )
+        import asyncio
+        import signal
+
+        def stop(signum: int, frame: Any) -> None:
+            # uvicorn stops accepting, finishes the requests in flight, then serve() returns
+            server.should_exit = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            # our handlers, not uvicorn's: uvicorn re-raises the signal after shutdown, which
+            # would end the process before the monitor's jobs and the exporters are flushed
+            asyncio.run(server._serve(sockets))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.shutdown()
+        logger.warning("spanjudge worker stopped")
+        return 0
+
+
+def _signal_url(endpoint: str | None, signal: str) -> str | None:
+    """The downstream URL of one OTLP signal: a base URL gets ``/v1/<signal>`` appended, a URL
+    ending in another signal's path gets it swapped (``.../v1/traces`` -> ``.../v1/logs``)."""
+    if not endpoint:
+        return None
+    base = endpoint.rstrip("/")
+    for other in ("/v1/traces", "/v1/logs"):
+        if base.endswith(other):
+            base = base[: -len(other)]
+    return f"{base}/v1/{signal}"
+
+
+def run_worker(settings: WorkerSettings) -> int:
+    """``spanjudge worker``: every check first (settings, rules, judge, store, the receiver's
+    address), then listen. A failure raises before anything listens, naming the setting."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    worker = Worker(settings)
+    try:
+        for warning in start_warnings(settings, worker.judge):
+            logger.warning("%s", warning)
+        sockets = bind_receiver(settings.receiver_host, settings.receiver_port)
+    except BaseException:
+        worker.shutdown()
+        raise
+    return worker.serve(sockets)
+
+
+def run_backfill(settings: WorkerSettings, *, since: float) -> int:
+    """Evaluate what the store holds since ``since`` under the configured rules."""
+    from rich.progress import Progress
+
+    worker = Worker(settings)
+    try:
+        with Progress(transient=False) as progress:
+            task = progress.add_task("evaluating stored targets", total=None)
+            report = worker.monitor.backfill(
+                since=since, progress=lambda n: progress.advance(task, n)
+            )
+        print(
+            f"backfill: {report.planned_traces} traces and {report.planned_conversations} "
+            f"conversations planned, {report.jobs_enqueued} jobs, {report.scored} scored, "
+            f"{report.errors} errors, {report.missing} skipped for missing fields"
+        )
+        return 1 if report.errors else 0
+    finally:
+        worker.shutdown()
