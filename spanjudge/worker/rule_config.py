@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 from typing import Any
 
 from spanjudge.exporters.kinds import MetricName
@@ -108,6 +109,10 @@ def check_params(cls: Any, params: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.{key}: missing (required by {cls.__name__})")
 
 
+# Rule's errors start with the field: "Rule.filter: unknown...", "Rule.name must be..."
+_RULE_FIELD = re.compile(r"Rule\.(?P<key>\w+):? (?P<what>.*)", re.DOTALL)
+
+
 def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
     from spanjudge.evaluators.metrics.geval_params import ParamError
     from spanjudge.evaluators.online import Rule
@@ -122,6 +127,10 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
     except ParamError as exc:
         raise ConfigError(f"{where}.params.{exc.key}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:
+        # "threshold must be between 0 and 1" names its parameter first
+        named, _, what = str(exc).partition(" ")
+        if named in config.params and what:
+            raise ConfigError(f"{where}.params.{named}: {what}") from exc
         raise ConfigError(f"{where}.params: {exc}") from exc
     build_case = (
         import_object(config.build_case, f"{where}.build_case") if config.build_case else None
@@ -137,8 +146,11 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
             name=config.name,  # type: ignore[arg-type]  # None picks the default name
             build_case=build_case,
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+    except ValueError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
+        field = _RULE_FIELD.match(str(exc))
+        if field is None:
+            raise ConfigError(f"{where}: {exc}") from exc
+        raise ConfigError(f"{where}.{field['key']}: {field['what']}") from exc
 
 
 def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:
