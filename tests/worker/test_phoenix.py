@@ -1,0 +1,150 @@
+"""Against a real Arize Phoenix (pip, its own venv: tests/support/phoenix.py), a backend that
+takes OTLP traces and answers 405 on /v1/logs (issue 30 items 10 and 12):
+
+* a worker with the default outputs sends every evaluation span, logs one WARNING about the
+  logs endpoint and no ERROR, and owes no event;
+* each trace Phoenix reads back lasts exactly as long as the app's own spans: the evaluation
+  spans sit inside it (they stretched it by the judge's delay before);
+* the failing verdicts are ERROR spans, and the Phoenix query in docs/seeing-scores.md lists
+  exactly them;
+* ``spanjudge demo --otlp-endpoint <Phoenix>`` exits 0 and says which forms landed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from spanjudge.exporters.store import open_store
+from spanjudge.testing import ScriptedJudgeServer
+from tests.evaluators.loop.test_demo_and_scheduler import run_demo
+from tests.support.phoenix import PhoenixServer, micros
+from tests.worker.conftest import base_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "support"  # the app's Phoenix project; the worker joins it by a resource attribute
+EVALUATIONS = 17  # the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    with PhoenixServer.start(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server
+
+
+def docs_query(system: str) -> str:
+    """The one query docs/seeing-scores.md gives for ``system`` to list failing evaluations."""
+    text = (ROOT / "docs" / "seeing-scores.md").read_text(encoding="utf-8")
+    [query] = re.findall(rf"```{system}\n(.*?)\n```", text, re.S)
+    return str(query)
+
+
+def in_project(request: Any, project: str) -> Any:
+    """The app's spans tagged for a Phoenix project (``openinference.project.name``)."""
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    copy = type(request).FromString(request.SerializeToString())
+    for resource_spans in copy.resource_spans:
+        resource_spans.resource.attributes.append(
+            KeyValue(key="openinference.project.name", value=AnyValue(string_value=project))
+        )
+    return copy
+
+
+def app_windows(request: Any) -> dict[str, tuple[int, int]]:
+    """Each trace's own window in microseconds, from the app's spans as sent."""
+    windows: dict[str, tuple[int, int]] = {}
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id = span.trace_id.hex()
+                start, end = span.start_time_unix_nano // 1000, span.end_time_unix_nano // 1000
+                low, high = windows.get(trace_id, (start, end))
+                windows[trace_id] = (min(low, start), max(high, end))
+    return windows
+
+
+def test_a_worker_sends_phoenix_spans_that_keep_every_traces_duration(
+    phoenix: PhoenixServer,
+    tmp_path: Path,
+    demo_request: Any,
+    offline_judge: ScriptedJudgeServer,
+    start_worker: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = in_project(demo_request, PROJECT)
+    # the app sends its spans to Phoenix and to the worker (as a Collector would fan out)
+    sent = httpx.post(
+        phoenix.url + "/v1/traces",
+        content=app.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=30,
+    )
+    assert sent.status_code == 200, sent.text
+    # the worker's resource joins the app's project (docs/scores.md, "Phoenix")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
+    store_url = f"sqlite:///{tmp_path}/phoenix.db"
+    worker = start_worker(base_config(offline_judge, store_url, phoenix.url))  # default outputs
+    worker.wait_ready()
+    assert worker.post(app).status_code == 200
+
+    def evaluations(traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        spans = [s for t in traces for s in t["spans"] or []]
+        return [s for s in spans if s["name"].startswith("evaluation ")]
+
+    traces = phoenix.wait_for_traces(lambda t: len(evaluations(t)) >= EVALUATIONS, PROJECT)
+    assert worker.terminate() == 0
+    log = worker.log()
+
+    windows = app_windows(app)
+    assert {t["trace_id"] for t in traces} == set(windows)
+    assert len(evaluations(traces)) == EVALUATIONS
+    for trace in traces:
+        # what Phoenix computes the trace's latency from is the app's own spans' window,
+        # exactly as Phoenix read their times (it rounds to microseconds) ...
+        duration = micros(trace["end_time"]) - micros(trace["start_time"])
+        own = [s for s in trace["spans"] if not s["name"].startswith("evaluation ")]
+        first = min(micros(s["start_time"]) for s in own)
+        assert duration == max(micros(s["end_time"]) for s in own) - first, trace
+        # ... which is the window the app sent, to that rounding
+        start, end = windows[trace["trace_id"]]
+        assert abs(duration - (end - start)) <= 1, trace
+    # the failing verdicts stand out as ERROR spans, and the documented query lists them
+    store = open_store(store_url)
+    try:
+        results = store.results()
+        owed = store.unemitted_results()
+    finally:
+        store.close()
+    failing = {r.evaluation_span_id for r in results if r.label == "fail"}
+    assert failing  # the demo traffic has planted faults
+    errors = {s["span_id"] for s in evaluations(traces) if s["status_code"] == "ERROR"}
+    assert errors == failing
+    listed = phoenix.span_names(PROJECT, docs_query("phoenix"))
+    assert sorted(listed) == sorted(
+        (s["name"], "ERROR") for s in evaluations(traces) if s["span_id"] in failing
+    )
+
+    # one WARNING about the logs endpoint, naming the fix; no ERROR line at all
+    assert log.count(" ERROR ") == 0, log
+    about_logs = [line for line in log.splitlines() if "/v1/logs" in line]
+    assert len(about_logs) == 1 and " WARNING " in about_logs[0], log
+    assert "HTTP 405" in about_logs[0] and 'outputs = ["span"]' in about_logs[0]
+    assert len(results) == EVALUATIONS
+    assert owed == []  # no event owed to a backend that takes none
+
+
+def test_the_demo_against_phoenix_exits_0_and_says_what_landed(phoenix: PhoenixServer) -> None:
+    out = run_demo("--otlp-endpoint", phoenix.url)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = " ".join(out.stdout.split())
+    assert f"evaluation spans: {EVALUATIONS} of {EVALUATIONS} accepted" in text
+    assert f"events: 0 of {EVALUATIONS}: {phoenix.url}/v1/logs answered HTTP 405" in text
+    assert "failed" not in text
