@@ -244,13 +244,16 @@ def new_record(rule: Rule, job: Job, target: Target | None, started: float) -> E
     if target is not None and target.span is not None:
         value = target.span.attributes.get(attrs.GEN_AI_RESPONSE_ID)
         response_id = value if isinstance(value, str) and value else None
+    # a conversation's result hangs under the last turn judged, which is a later one than
+    # planning saw when turns came meanwhile (planning tells a judged conversation by it)
+    where = target if target is not None and job.target_type == "conversation" else job
     return EvaluationRecord(
         rule=rule.name,
         metric=rule.metric.name,
         target_type=job.target_type,
         target_id=job.target_id,
-        trace_id=job.trace_id,
-        span_id=job.span_id,
+        trace_id=where.trace_id,
+        span_id=where.span_id,
         sample_rate=job.sample_rate,
         service_name=target.service_name if target else None,
         response_id=response_id,

@@ -3,19 +3,33 @@
 A target becomes a job when the rule's filter, its deterministic sampler and its budgets let it
 through; everything else is counted as skipped, by reason. What planning cannot read is counted
 and logged too (:mod:`~spanjudge.evaluators.online.planning.coverage`): spans no dialect
-recognises, and rules that find no target in a settled trace. The store ignores a (rule, target)
-pair it has seen before, so planning twice is harmless. Pure bookkeeping over the store: no judge
-calls happen here.
+recognises, and rules that find no target in a settled trace. A (rule, target) pair that has a
+job already is passed over (no sampling, no budget), so planning twice is harmless. Pure
+bookkeeping over the store: no judge calls happen here.
+
+What arrives late is planned again (:mod:`~spanjudge.exporters.store.late` records it): a trace
+that got spans after it was planned settles again and is planned for the targets among those
+spans only (the others keep their one job and result); a conversation that got a new turn after
+it was judged is judged again over all its turns, its earlier result kept as superseded. Both
+are counted (:class:`TickReport`, :attr:`Planner.late`) and said at INFO at most once a minute.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spanjudge.evaluators.online.planning.coverage import Coverage, no_target_reason
+from spanjudge.evaluators.online.planning.late import (
+    LateCounts,
+    LateLog,
+    among,
+    covers,
+    late_among,
+)
 from spanjudge.evaluators.online.planning.rules import Rule
 from spanjudge.evaluators.online.planning.sampler import Budget, is_sampled
 from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_traces
@@ -27,11 +41,16 @@ from spanjudge.evaluators.online.rebuild.targets import (
     target_tree,
     with_conversation,
 )
+from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import JobSpec, SpanStore
+from spanjudge.exporters.store import LEASED, PENDING, JobSpec, SpanStore
+from spanjudge.exporters.store.items import PlannedJob, Redo
 
 if TYPE_CHECKING:
     from spanjudge.exporters.telemetry import Telemetry
+
+
+logger = logging.getLogger("spanjudge.planner")
 
 # Settled ids read per store query, and planned per write transaction (jobs and marks).
 PAGE = 500
@@ -57,6 +76,14 @@ class TickReport:
     reemitted: int = 0
     requeued: int = 0
     deleted_spans: int = 0
+    # late arrivals: traces planned again for spans that came after they were planned, those
+    # spans, the targets among them planned; conversations judged again for new turns
+    replanned_traces: int = 0
+    late_spans: int = 0
+    late_targets: int = 0
+    rejudged_conversations: int = 0
+    # errored results redone (backfill --retry-errors)
+    retried_errors: int = 0
 
     def count_skip(self, reason: str, count: int = 1) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -85,6 +112,9 @@ class Planner:
         self.telemetry = telemetry
         self._stopping = stopping or threading.Event()
         self.coverage = Coverage(telemetry)
+        #: late arrivals planned again, since start (see :class:`LateCounts`)
+        self.late = LateCounts()
+        self._late_log = LateLog()
         self.budgets: dict[str, Budget] = {}
         now = clock()
         day_start = now - (now % 86400)
@@ -127,38 +157,78 @@ class Planner:
         the bounded step the monitor takes between job claims. True when a page was full (more
         may be waiting)."""
         traces = self.store.settled_traces(settle_seconds=settle_seconds, now=now, limit=limit)
-        self.plan_traces(traces, report, now)
+        self.plan_traces(traces, report, now, arrived_before=now - settle_seconds)
         # without a conversation rule they are still marked planned, so they do not count as
         # backlog forever
         conversations = self.store.idle_conversations(
             idle_seconds=idle_seconds, now=now, limit=limit
         )
-        self.plan_conversations(conversations, report, now)
-        return len(traces) >= limit or len(conversations) >= limit
+        held = self.plan_conversations(
+            conversations, report, now, arrived_before=now - idle_seconds
+        )
+        # a page of conversations all left for later (their jobs are running) is not more work
+        return len(traces) >= limit or (len(conversations) >= limit and held < limit)
 
-    def plan_traces(self, trace_ids: Sequence[str], report: TickReport, now: float) -> None:
+    def plan_traces(
+        self,
+        trace_ids: Sequence[str],
+        report: TickReport,
+        now: float,
+        *,
+        arrived_before: float | None = None,
+    ) -> None:
         """Plan these traces, a page at a time: each page's spans are read a chunk of traces at
-        a time, and its jobs and its "planned" marks are written in one transaction."""
+        a time, and its jobs and its "planned" marks are written in one transaction.
+        ``arrived_before``: the settle cutoff the ids were read with (a trace that got a span
+        since is left to settle again)."""
         for start in range(0, len(trace_ids), PAGE):
-            self._plan_trace_page(trace_ids[start : start + PAGE], report, now)
+            self._plan_trace_page(trace_ids[start : start + PAGE], report, now, arrived_before)
         self.coverage.flush()
 
-    def _plan_trace_page(self, page: Sequence[str], report: TickReport, now: float) -> None:
+    def _plan_trace_page(
+        self, page: Sequence[str], report: TickReport, now: float, arrived_before: float | None
+    ) -> None:
         specs: list[JobSpec] = []
+        late = self.store.late_spans(page)
+        counts = LateCounts()
         # read even with conversation rules alone: a conversation whose turns no dialect
         # reads would otherwise never appear, and nothing would say why
         if self.rules:
+            planned = self.store.planned_targets(page)
             for start in range(0, len(page), LOAD_CHUNK):
                 chunk = page[start : start + LOAD_CHUNK]
                 by_trace = load_traces(self.store, chunk)
                 for trace_id in chunk:
-                    self._plan_trace(by_trace.get(trace_id, []), specs, report, now)
-        report.jobs_enqueued += self.store.enqueue_planned(specs, traces=page, now=now)
+                    before, spans = len(specs), by_trace.get(trace_id, [])
+                    since = late_among(spans, late.get(trace_id))
+                    self._plan_trace(spans, specs, report, now, planned, since)
+                    if since is not None:
+                        counts.trace(trace_id, since, targets=len(specs) - before)
+        report.jobs_enqueued += self.store.enqueue_planned(
+            specs, traces=page, now=now, arrived_before=arrived_before, replanned=sorted(late)
+        )
         report.planned_traces += len(page)
+        report.replanned_traces += counts.traces
+        report.late_spans += counts.spans
+        report.late_targets += counts.targets
+        self._late(counts)
+
+    def _late(self, counts: LateCounts) -> None:
+        self.late.add(counts)
+        self._late_log.add(counts)
 
     def _plan_trace(
-        self, spans: list[SpanRecord], specs: list[JobSpec], report: TickReport, now: float
+        self,
+        spans: list[SpanRecord],
+        specs: list[JobSpec],
+        report: TickReport,
+        now: float,
+        planned: set[tuple[str, str, str]],
+        late: set[str] | None,
     ) -> None:
+        """Plan one trace's targets. ``planned``: (rule, target) pairs that have a job already
+        (passed over); ``late``: when the trace is planned again, the spans that came after
+        the first time: only targets among them are looked at, and only they are counted."""
         tree: SpanTree | None = None
         reasons: list[tuple[Rule, str | None]] = []
         for rule in self.rules.values():
@@ -166,8 +236,10 @@ class Planner:
                 continue
             # a target's conversation is looked up only once its sampler keeps it (the lookup
             # reads the span's content through the dialects; most targets are not sampled)
-            targets = find_targets(rule, spans, conversations=False)
+            targets = among(find_targets(rule, spans, conversations=False), late)
             for target in targets:
+                if (rule.name, target.target_type, target.target_id) in planned:
+                    continue  # planned before (its one job stands): no sampling, no budget
                 if not self._sampled(rule, target, report):
                     continue
                 if tree is None:
@@ -179,13 +251,21 @@ class Planner:
             if rule.filter is not None:
                 # spans of the rule's kind its filter turned away, counted like the
                 # conversations a conversation rule's filter refuses
-                every = find_targets(rule, spans, apply_filter=False, conversations=False)
+                every = among(
+                    find_targets(rule, spans, apply_filter=False, conversations=False), late
+                )
                 if len(every) > len(targets):
                     self.skip(rule, "filtered", report, len(every) - len(targets))
-            reason = (
-                None if targets else no_target_reason(rule, spans, found=targets, unfiltered=every)
-            )
-            reasons.append((rule, reason))
+            if late is None:  # planned again: why a rule found nothing was said the first time
+                reason = (
+                    None
+                    if targets
+                    else no_target_reason(rule, spans, found=targets, unfiltered=every)
+                )
+                reasons.append((rule, reason))
+        if late is not None:
+            self.coverage.trace([s for s in spans if s.span_id in late], reasons)
+            return
         reasons.extend(
             (rule, no_target_reason(rule, spans))
             for rule in self.rules.values()
@@ -194,13 +274,29 @@ class Planner:
         self.coverage.trace(spans, reasons)
 
     def plan_conversations(
-        self, conversation_ids: Sequence[str], report: TickReport, now: float
-    ) -> None:
-        """Plan these conversations; each page's jobs and marks are written in one transaction."""
+        self,
+        conversation_ids: Sequence[str],
+        report: TickReport,
+        now: float,
+        *,
+        arrived_before: float | None = None,
+    ) -> int:
+        """Plan these conversations; each page's jobs and marks are written in one transaction.
+        A conversation judged before is judged again when its turns changed since (its job
+        redone, the earlier result kept as superseded); one whose job is running now is left
+        unplanned, to be looked at again next pass. Returns how many were left so."""
         conv_rules = [r for r in self.rules.values() if r.target == "conversation"]
+        held_total = 0
         for start in range(0, len(conversation_ids), PAGE):
             page = conversation_ids[start : start + PAGE]
             specs: list[JobSpec] = []
+            redos: list[Redo] = []
+            held: set[str] = set()
+            jobs = (
+                self.store.conversation_jobs(page, rules=[r.name for r in conv_rules])
+                if conv_rules
+                else {}
+            )
             for conversation_id in page if conv_rules else ():
                 spans = load_conversation(self.store, conversation_id)
                 target = conversation_target(conversation_id, spans)
@@ -209,7 +305,14 @@ class Planner:
                         self.coverage.conversation(rule, "no_turns", conversation_id, spans)
                     continue
                 for rule in conv_rules:
-                    if rule.matches(target):
+                    job = jobs.get((rule.name, conversation_id))
+                    if job is not None:
+                        again = self._again(rule, job, target, spans, report, now)
+                        if again is LEASED:
+                            held.add(conversation_id)
+                        elif isinstance(again, Redo):
+                            redos.append(again)
+                    elif rule.matches(target):
                         if self._sampled(rule, target, report):
                             spec = self._admit(rule, target, report, now)
                             if spec is not None:
@@ -217,9 +320,50 @@ class Planner:
                     else:
                         self.skip(rule, "filtered", report)
                         self.coverage.conversation(rule, "filtered", conversation_id, spans)
-            report.jobs_enqueued += self.store.enqueue_planned(specs, conversations=page, now=now)
-            report.planned_conversations += len(page)
+            rejudged = self.store.redo_jobs(redos, now=now) if redos else 0
+            marked = [c for c in page if c not in held]
+            report.jobs_enqueued += self.store.enqueue_planned(
+                specs, conversations=marked, now=now, arrived_before=arrived_before
+            )
+            report.planned_conversations += len(marked)
+            report.rejudged_conversations += rejudged
+            held_total += len(held)
+            self._late(LateCounts(conversations=rejudged))
         self.coverage.flush()
+        return held_total
+
+    def _again(
+        self,
+        rule: Rule,
+        job: PlannedJob,
+        target: Target,
+        spans: list[SpanRecord],
+        report: TickReport,
+        now: float,
+    ) -> Redo | str | None:
+        """What a conversation's existing job needs now: :data:`LEASED` (it is being judged,
+        maybe without the latest turns: look again next pass), a :class:`Redo` (finished, and
+        the conversation has turns its result did not see), or nothing."""
+        if job.state == LEASED:
+            return LEASED
+        if job.state == PENDING:
+            return None  # it reads every turn when it runs
+        if covers(job.result, target):
+            return None
+        if not rule.matches(target):
+            self.skip(rule, "filtered", report)
+            self.coverage.conversation(rule, "filtered", target.target_id, spans)
+            return None
+        if not self._sampled(rule, target, report):
+            return None
+        if self._admit(rule, target, report, now) is None:
+            return None
+        logger.debug(
+            "conversation %s has new turns since rule %s judged it: judged again",
+            log_text(target.target_id),
+            rule.name,
+        )
+        return Redo(job.job_id, "new_turns", trace_id=target.trace_id, span_id=target.span_id)
 
     def _sampled(self, rule: Rule, target: Target, report: TickReport) -> bool:
         if is_sampled(rule.name, target.target_id, rule.sample_rate):
