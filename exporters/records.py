@@ -138,6 +138,9 @@ class EvaluationRecord:
     cached: bool = False
     started_at: float | None = None  # Unix seconds
     finished_at: float | None = None
+    # what the result is grouped by in summaries and comparisons (service, service.version,
+    # model, agent and the rule's segment_keys): evaluators/online/review/segments.py
+    segments: dict[str, str] | None = None
 
     @property
     def evaluation_span_id(self) -> str:

@@ -33,6 +33,7 @@ from spanjudge.evaluators.online.rebuild.targets import (
     conversation_target,
     find_targets,
 )
+from spanjudge.evaluators.online.review.segments import result_segments
 from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store import Job, JudgeCache, SpanStore, StoreError
@@ -258,6 +259,7 @@ def new_record(rule: Rule, job: Job, target: Target | None, started: float) -> E
         service_name=target.service_name if target else None,
         response_id=response_id,
         target_end_unix_nano=target.end_unix_nano if target else None,
+        segments=result_segments(target, getattr(rule, "segment_keys", ())),
         threshold=getattr(rule.metric, "threshold", None),
         strict_mode=bool(getattr(rule.metric, "strict_mode", False)),
         started_at=started,
