@@ -33,6 +33,7 @@ from spanjudge.exporters.store.rows import (
     job_from_row,
     record_from_json,
     record_to_json,
+    summary_columns,
 )
 from spanjudge.exporters.store.schema import OPEN_JOBS
 
@@ -131,8 +132,8 @@ class JobQueries(SqlCore):
             cur.execute(
                 self.q(
                     "INSERT INTO results (job_id, rule, metric, target_type, target_id, trace_id,"
-                    " status, cost, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT DO NOTHING"
+                    " status, cost, created_at, record, segments, score, passed, weight)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
                 ),
                 (
                     job_id,
@@ -145,6 +146,7 @@ class JobQueries(SqlCore):
                     record.cost,
                     now,
                     record_to_json(record),
+                    *summary_columns(record),
                 ),
             )
             return True

@@ -141,6 +141,27 @@ def record_to_json(record: EvaluationRecord) -> str:
     return _dumps(dataclasses.asdict(record))
 
 
+def summary_columns(record: EvaluationRecord) -> tuple[str | None, float | None, int | None, float]:
+    """The ``results`` columns summaries add up: segments (compact JSON, keys sorted), score,
+    passed (1 pass, 0 fail, None without a verdict) and weight (1 / sample_rate; 1 when the
+    rate is unknown or not in (0, 1])."""
+    segments = (
+        clean_text(json.dumps(record.segments, sort_keys=True, separators=(",", ":")))
+        if record.segments
+        else None
+    )
+    passed: int | None = None
+    if record.status == "scored":
+        if record.label in ("pass", "fail"):
+            passed = int(record.label == "pass")
+        elif record.success is not None:
+            passed = int(bool(record.success))
+    rate = record.sample_rate
+    weight = 1.0 / rate if rate is not None and 0 < rate <= 1 else 1.0
+    score = record.score if record.status == "scored" else None
+    return segments, score, passed, weight
+
+
 def record_from_json(text: str) -> EvaluationRecord:
     """The ``results.record`` column as a result."""
     data = _loads(text)

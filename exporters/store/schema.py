@@ -275,6 +275,17 @@ MIGRATIONS: list[list[str]] = [
             since {real} NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS late_traces_since ON late_traces (since)",
     ],
+    [
+        # What summaries and comparisons add up (issue 29), as columns so a window of a million
+        # results is summed in SQL without parsing one record: segments (the result's segment
+        # values as compact JSON, exporters/store/summaries.py), the score, passed (1 pass,
+        # 0 fail, NULL without a verdict) and weight (1 / the probability the target was
+        # sampled with). Rows from before have weight NULL: summaries read their records.
+        "ALTER TABLE results ADD COLUMN segments TEXT",
+        "ALTER TABLE results ADD COLUMN score {real}",
+        "ALTER TABLE results ADD COLUMN passed INTEGER",
+        "ALTER TABLE results ADD COLUMN weight {real}",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -2,7 +2,7 @@
 
 :class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
 own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
-``outbox``, ``feedback``, ``judge_cache`` and ``stats``. The
+``outbox``, ``feedback``, ``judge_cache``, ``stats`` and ``summaries``. The
 schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
 subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
@@ -33,6 +33,7 @@ from spanjudge.exporters.store.schema import (
 )
 from spanjudge.exporters.store.spans import SpanQueries
 from spanjudge.exporters.store.stats import StatsQueries
+from spanjudge.exporters.store.summaries import SummaryQueries
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
 
@@ -46,6 +47,7 @@ class SqlStore(
     FeedbackQueries,
     JudgeCacheQueries,
     StatsQueries,
+    SummaryQueries,
     SpanStore,
 ):
     """:class:`SpanStore` over a DB-API connection; subclasses supply transactions and dialect.
