@@ -9,6 +9,7 @@ hex (32 characters for trace ids, 16 for span ids), times are Unix nanoseconds.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,14 +49,19 @@ class SpanRecord:
 
     @property
     def conversation_id(self) -> str | None:
-        """The conversation (session) id the span carries under any instrumentation's key
-        (:data:`~spanjudge.tracer.attributes.CONVERSATION_ID_KEYS`, first present wins)."""
+        """The conversation (session) id the span carries under any instrumentation's key:
+        :data:`~spanjudge.tracer.attributes.CONVERSATION_ID_KEYS` first (first present wins),
+        then any key ending in one of :data:`~spanjudge.tracer.attributes.CONVERSATION_ID_NAMES`
+        with a string value, then the same names inside a JSON ``metadata`` attribute."""
         a = self.attributes
         for key in attrs.CONVERSATION_ID_KEYS:
             value = a.get(key)
             if value not in (None, ""):
                 return str(value)
-        return None
+        for key, value in a.items():
+            if isinstance(value, str) and value and key.endswith(attrs.CONVERSATION_ID_NAMES):
+                return value
+        return _metadata_conversation(a.get(attrs.METADATA_JSON))
 
     @property
     def operation(self) -> str | None:
@@ -65,6 +71,26 @@ class SpanRecord:
     @property
     def is_root(self) -> bool:
         return not self.parent_span_id
+
+
+def _metadata_conversation(value: Any) -> str | None:
+    """A conversation id inside a JSON ``metadata`` attribute, read only when its text names
+    one (parsing every span's metadata would cost ingest for nothing)."""
+    if not isinstance(value, str) or len(value) > 100_000:
+        return None
+    if not any(name in value for name in ('"session_id"', '"thread_id"', '"conversation_id"')):
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    for name in ("session_id", "conversation_id", "thread_id"):
+        found = parsed.get(name)
+        if isinstance(found, str | int) and not isinstance(found, bool) and str(found):
+            return str(found)
+    return None
 
 
 @dataclass(slots=True)

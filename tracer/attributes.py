@@ -91,6 +91,29 @@ CONVERSATION_ID_KEYS: Final[tuple[str, ...]] = (
     VERCEL_SESSION_ID,
     LITELLM_SESSION_ID,
 )
+# Then any other key naming a session, conversation, thread or group id under a namespace of
+# its own (``gcp.vertex.agent.session_id``, ``langfuse.session.id``, ``agent.thread_id``...),
+# with a string value; ``thread.id`` is the OS thread (an int in OTel), never a conversation.
+CONVERSATION_ID_NAMES: Final[tuple[str, ...]] = tuple(
+    sep + name
+    for name in (
+        "session_id",
+        "sessionId",
+        "session.id",
+        "conversation_id",
+        "conversationId",
+        "conversation.id",
+        "thread_id",
+        "threadId",
+        "group_id",
+        "groupId",
+        "chat_id",
+    )
+    for sep in (".", "")
+)
+# a JSON attribute some libraries put their run metadata in (OpenInference's ``metadata``:
+# LangGraph's thread_id lands there)
+METADATA_JSON: Final = "metadata"
 
 # --- project attributes -------------------------------------------------------------------
 SPANJUDGE_KIND: Final = "spanjudge.kind"

@@ -56,6 +56,14 @@ def finish(view: GenAIView, capture_setting: str) -> None:
         if isinstance(value, str) and text.is_placeholder(value):
             setattr(view, attr, None)
             view.note(field_name, _repr_note(span.span_id, "a value", value))
+    if view.kind == "retriever" and not view.document_texts:
+        hit = _placeholder_attribute(span.attributes, _OUTPUT_SUFFIXES)
+        if hit is not None:
+            view.note(
+                "retrieval_context",
+                f"retriever span {span.span_id} ({span.name!r}) lists only Python reprs, no "
+                f"document text ({hit[0]}: {hit[1].strip()[:60]}...)",
+            )
     if view.documents:
         dropped = 0
         for doc in view.documents:
