@@ -266,8 +266,9 @@ def run_worker(settings: WorkerSettings) -> int:
     return worker.serve(sockets)
 
 
-def run_backfill(settings: WorkerSettings, *, since: float) -> int:
-    """Evaluate what the store holds since ``since`` under the configured rules."""
+def run_backfill(settings: WorkerSettings, *, since: float, retry_errors: bool = False) -> int:
+    """Evaluate what the store holds since ``since`` under the configured rules; with
+    ``retry_errors``, the errored results recorded since then are evaluated again too."""
     from rich.progress import Progress
 
     worker = Worker(settings)
@@ -275,10 +276,14 @@ def run_backfill(settings: WorkerSettings, *, since: float) -> int:
         with Progress(transient=False) as progress:
             task = progress.add_task("evaluating stored targets", total=None)
             report = worker.monitor.backfill(
-                since=since, progress=lambda n: progress.advance(task, n)
+                since=since,
+                progress=lambda n: progress.advance(task, n),
+                retry_errors=retry_errors,
             )
+        redone = f"{report.retried_errors} errored results redone, " if retry_errors else ""
         print(
-            f"backfill: {report.planned_traces} traces and {report.planned_conversations} "
+            f"backfill: {redone}{report.planned_traces} traces and "
+            f"{report.planned_conversations} "
             f"conversations planned, {report.jobs_enqueued} jobs, {report.scored} scored, "
             f"{report.errors} errors, {report.missing} skipped for missing fields"
         )

@@ -95,17 +95,26 @@ class LoopSettings(BaseModel):
         "over (a crash costs at most this much delay); results older than this are re-sent.",
     )
     max_attempts: Count = Field(
-        default=3,
+        default=12,
         ge=1,
         le=1000,
         description="Attempts per job: transient judge failures (timeouts, 429, 5xx, "
-        "connection errors) are retried in later ticks.",
+        "connection errors) are retried in later ticks. With the default delays, 12 "
+        "attempts span 32.5 minutes: a judge outage that long still ends in scores.",
     )
     retry_delay_seconds: Number = Field(
         default=30.0,
         ge=0,
         le=DAY,
-        description="Attempt n of a job waits n times this long after the last.",
+        description="Attempt n of a job waits n times this long after the last, "
+        "at most retry_max_delay_seconds.",
+    )
+    retry_max_delay_seconds: Number = Field(
+        default=300.0,
+        gt=0,
+        le=DAY,
+        description="The longest wait between two attempts of a job: attempt n waits "
+        "n * retry_delay_seconds, up to this.",
     )
     retention_seconds: Number | None = Field(
         default=7 * 24 * 3600.0,
@@ -148,8 +157,10 @@ class MonitorConfig(LoopSettings):
       frees, so leased jobs do not wait behind others);
     * ``lease_seconds``: how long a claimed job is ours before another evaluator may take it
       (a crash costs at most this much delay); it also ages results before they are re-sent;
-    * ``max_attempts`` / ``retry_delay_seconds``: transient judge failures (timeouts, 429, 5xx,
-      connection errors) are retried in later ticks, ``retry_delay_seconds * attempt`` apart;
+    * ``max_attempts`` / ``retry_delay_seconds`` / ``retry_max_delay_seconds``: transient judge
+      failures (timeouts, 429, 5xx, connection errors) are retried in later ticks,
+      ``retry_delay_seconds * attempt`` apart, at most ``retry_max_delay_seconds`` (by
+      default 12 attempts over 32.5 minutes, long enough for a provider incident);
     * ``retention_seconds``: stored spans older than this are deleted (``None``: kept);
     * ``flush_timeout_seconds``: the longest a tick waits for the exporters to confirm;
     * ``judge_cache``: reuse a scored result for the same metric (parameters, prompts), judge

@@ -37,6 +37,7 @@ from spanjudge.evaluators.online.planning.planner import Planner, TickReport
 from spanjudge.evaluators.online.planning.rules import Rule
 from spanjudge.exporters.records import EvaluationRecord
 from spanjudge.exporters.store import SpanStore, open_store
+from spanjudge.exporters.store.items import Redo
 
 if TYPE_CHECKING:
     from spanjudge.exporters.emit.emitter import Emitter
@@ -252,14 +253,22 @@ class Monitor:
         since: float,
         until: float | None = None,
         progress: Callable[[int], None] | None = None,
+        retry_errors: bool = False,
     ) -> TickReport:
         """Plan and evaluate stored traces and conversations that arrived since ``since``.
 
-        Pairs already evaluated are not evaluated again (the store remembers every pair).
+        Pairs already evaluated are not evaluated again (the store remembers every pair),
+        unless ``retry_errors``: then every result that is an error, recorded since ``since``,
+        is evaluated again (a judge outage longer than the retry schedule); the errored result
+        is kept as superseded (``store.superseded_results()``), the new one is current.
         """
         report = TickReport()
         with self._tick_lock:
             now = self.clock()
+            if retry_errors:
+                errored = self.store.errored_job_ids(since=since, until=until or now)
+                redos = [Redo(job_id, "retry_errors") for job_id in errored]
+                report.retried_errors = self.store.redo_jobs(redos, now=now)
             traces, conversations = self.store.targets_since(since=since, until=until or now)
             self.planner.plan_traces(traces, report, now)
             self.planner.plan_conversations(conversations, report, now)

@@ -6,7 +6,11 @@ rule's metric (or reuse the judge-result cache's answer to the same question, se
 still ours), then emit it and count it. The monitor runs the store side of a job (rebuilding, the
 cache, storing, emitting) on its store thread and only the judge calls on the event loop.
 A transient judge failure (timeout, 429, 5xx, connection) gives the job back for a later tick
-until ``max_attempts``; anything else is recorded at once.
+until ``max_attempts``, attempt n waiting ``n * retry_delay_seconds`` (at most
+``retry_max_delay_seconds``): by default 30 s, 60 s, ... 5 min apart, about half an hour in all,
+so a provider incident ends in scores rather than errors (:func:`retry_window`). Anything else is
+recorded at once. A judge that stops answering is logged once and counted
+(:mod:`~spanjudge.evaluators.online.loop.outage`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import wait_incrementing
+from tenacity.wait import wait_base
 
 from spanjudge.evaluators.backoff import delay_after
 from spanjudge.evaluators.online.loop.config import MonitorConfig
+from spanjudge.evaluators.online.loop.outage import TRANSIENT_ERRORS, JudgeHealth
 from spanjudge.evaluators.online.loop.result_cache import ResultCache, cache_key, reuse
 from spanjudge.evaluators.online.planning.planner import Planner, TickReport
 from spanjudge.evaluators.online.planning.rules import Rule
@@ -56,10 +62,26 @@ async def inline(call: Callable[[], T]) -> T:
     return call()
 
 
-# Judge failures worth another attempt in a later tick; anything else is recorded at once.
-TRANSIENT_ERRORS = frozenset(
-    {"judge_timeout", "judge_rate_limited", "judge_connection", "judge_server_error"}
-)
+__all__ = ["TRANSIENT_ERRORS", "Runner", "retry_wait", "retry_window"]
+
+
+def retry_wait(config: MonitorConfig) -> wait_base:
+    """The job retry schedule: attempt n waits ``n * retry_delay_seconds`` after the last, at
+    most ``retry_max_delay_seconds``."""
+    delay = config.retry_delay_seconds
+    return wait_incrementing(start=delay, increment=delay, max=config.retry_max_delay_seconds)
+
+
+def retry_window(config: MonitorConfig) -> float:
+    """Seconds from a job's first failed attempt to its last: how long a judge may be down
+    before evaluations are recorded as errors (32.5 min with the defaults).
+
+    Example::
+
+        retry_window(MonitorConfig(max_attempts=3, retry_delay_seconds=30))  # 90.0
+    """
+    wait = retry_wait(config)
+    return sum(delay_after(wait, attempt) for attempt in range(1, config.max_attempts))
 
 
 class Runner:
@@ -91,9 +113,9 @@ class Runner:
         self.clock = clock
         self.emitter = emitter
         self.telemetry = telemetry
-        # attempt n waits n * retry_delay_seconds: a judge that is down gets room to recover
-        delay = config.retry_delay_seconds
-        self._wait = wait_incrementing(start=delay, increment=delay)
+        # attempt n waits n * retry_delay_seconds, capped: a judge that is down gets room
+        self._wait = retry_wait(config)
+        self.health = JudgeHealth(clock=clock, retry_window=retry_window(config))
         self.cache = (
             ResultCache(store, max_age_seconds=config.judge_cache_max_age_seconds)
             if config.judge_cache and isinstance(store, JudgeCache)
@@ -146,10 +168,12 @@ class Runner:
             with contextlib.suppress(Exception):
                 await metric.a_measure(case)
             fill_from_metric(record, metric.to_data())
+            retried = record.status == "error" and await io(partial(self._retry_later, job, record))
+            self.health.observe(record, retried=retried)
+            if retried:
+                report.retried += 1
+                return
             if record.status == "error":
-                if await io(partial(self._retry_later, job, record)):
-                    report.retried += 1
-                    return
                 report.errors += 1
             else:
                 report.scored += 1
