@@ -27,6 +27,7 @@ from spanjudge.exporters.otlp.decode import (
     parse_request,
     time_ns,
 )
+from spanjudge.exporters.otlp.limits import DecodeLimits
 from spanjudge.exporters.records import LogEvent
 from spanjudge.tracer import attributes as attrs
 
@@ -113,6 +114,8 @@ def events_from_request(
     """
     events: list[LogEvent] = []
     for rl in request.resource_logs:
+        if not rl.scope_logs:  # nothing to read its resource for
+            continue
         resource = attributes_of(rl.resource.attributes)
         for sl in rl.scope_logs:
             scope_name = sl.scope.name if sl.HasField("scope") else None
@@ -135,17 +138,20 @@ def decode_logs(
     *,
     rejected: list[str] | None = None,
     ignored: Counter[str] | None = None,
+    limits: DecodeLimits | None = None,
 ) -> list[LogEvent]:
     """Decode an ``ExportLogsServiceRequest`` by media type (``application/x-protobuf`` or
     ``application/json``, hex ids) into its GenAI content events; see events_from_request for
-    ``rejected`` and ``ignored``. Any malformed input raises :class:`OtlpDecodeError`.
+    ``rejected`` and ``ignored``. Any malformed input raises :class:`OtlpDecodeError`, a
+    request holding more than ``limits`` allow :class:`~spanjudge.exporters.otlp.decode.
+    OtlpLimitError` (before its records are built).
 
     Example::
 
         skipped: Counter[str] = Counter()
         events = decode_logs(body, "application/x-protobuf", ignored=skipped)
     """
-    request = parse_request(body, media_type, ExportLogsServiceRequest())
+    request = parse_request(body, media_type, ExportLogsServiceRequest(), limits)
     try:
         return events_from_request(request, rejected, ignored)
     except OtlpDecodeError:

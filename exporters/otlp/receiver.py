@@ -6,7 +6,9 @@ Both signals share one request handler. It speaks what an OpenTelemetry SDK or a
 ``ExportTraceServiceResponse`` (``ExportLogsServiceResponse``) in the request's encoding; 400
 for a malformed body (a ``google.rpc.Status`` message says why); 401 without the right bearer
 token (compared in constant time); 413 over the body or decompressed-size limit (checked on
-``Content-Length`` first, then while streaming, so a gzip bomb never inflates past the limit);
+``Content-Length`` first, then while streaming, so a gzip bomb never inflates past the limit)
+or over the decode limits (objects, spans or log records per request: counted before they are
+built, :mod:`~spanjudge.exporters.otlp.limits`);
 415 for other media types or content encodings; 503 with ``Retry-After`` when the store is not
 keeping up (``backpressure()`` returns seconds, or the sink raises :class:`Backpressure` or
 fails). ``GET /healthz`` (live), ``GET /readyz`` (``ready()``) and an optional ``/metrics``
@@ -39,7 +41,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from spanjudge.exporters.otlp.decode import JSON, PROTOBUF, OtlpDecodeError, decode_traces
+from spanjudge.exporters.otlp.decode import (
+    JSON,
+    PROTOBUF,
+    OtlpDecodeError,
+    OtlpLimitError,
+    decode_traces,
+)
 from spanjudge.exporters.otlp.feedback_route import feedback_endpoint
 from spanjudge.exporters.otlp.http import (
     Backpressure,
@@ -51,6 +59,7 @@ from spanjudge.exporters.otlp.http import (
     retry_after_header,
     store_failed,
 )
+from spanjudge.exporters.otlp.limits import DEFAULT_LIMITS, DecodeLimits
 from spanjudge.exporters.otlp.logs import decode_logs
 from spanjudge.exporters.otlp.serving import BackgroundServer, serve_receiver
 from spanjudge.exporters.records import LogEvent, SpanRecord
@@ -59,6 +68,7 @@ from spanjudge.exporters.telemetry import Telemetry
 __all__ = [
     "BackgroundServer",  # running the app: exporters.otlp.serving, importable from here too
     "Backpressure",
+    "DecodeLimits",
     "Rejected",
     "create_receiver_app",
     "gunzip_limited",
@@ -76,7 +86,7 @@ class _Signal:
     """What differs between /v1/traces and /v1/logs: the decoder, the answer, the words."""
 
     items: str  # "spans" | "log records", for messages
-    decode: Callable[[bytes, str, list[str]], Sequence[Any]]
+    decode: Callable[[bytes, str, list[str], DecodeLimits], Sequence[Any]]
     response: Callable[[], Any]  # ExportTraceServiceResponse | ExportLogsServiceResponse
     rejected_field: str  # its partial_success counter
 
@@ -93,9 +103,11 @@ class _Signal:
         return Response(json_format.MessageToJson(message, indent=None), media_type=JSON)
 
 
-def _decode_logs(body: bytes, media: str, rejected: list[str]) -> list[LogEvent]:
+def _decode_logs(
+    body: bytes, media: str, rejected: list[str], limits: DecodeLimits
+) -> list[LogEvent]:
     ignored: Counter[str] = Counter()
-    events = decode_logs(body, media, rejected=rejected, ignored=ignored)
+    events = decode_logs(body, media, rejected=rejected, ignored=ignored, limits=limits)
     if ignored:
         # other logs share the pipeline (a Collector forwards all of them): expected, quiet
         logger.debug("receiver ignored log records: %s", dict(ignored))
@@ -104,14 +116,16 @@ def _decode_logs(body: bytes, media: str, rejected: list[str]) -> list[LogEvent]
 
 _TRACES = _Signal(
     "spans",
-    lambda body, media, rejected: decode_traces(body, media, rejected=rejected),
+    lambda body, media, rejected, limits: decode_traces(
+        body, media, rejected=rejected, limits=limits
+    ),
     ExportTraceServiceResponse,
     "rejected_spans",
 )
 _TRACES_WITH_BYTES = replace(
     _TRACES,
-    decode=lambda body, media, rejected: decode_traces(
-        body, media, rejected=rejected, keep_bytes=True
+    decode=lambda body, media, rejected, limits: decode_traces(
+        body, media, rejected=rejected, keep_bytes=True, limits=limits
     ),
 )
 _LOGS = _Signal("log records", _decode_logs, ExportLogsServiceResponse, "rejected_log_records")
@@ -130,12 +144,15 @@ def create_receiver_app(
     metrics_app: Any = None,
     feedback_sink: Callable[[bytes], dict[str, Any]] | None = None,
     keep_span_bytes: bool = False,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> Starlette:
     """Build the receiver's ASGI app; ``sink(records)`` (spans) and ``log_sink(events)`` (GenAI
     content events from ``/v1/logs``, served only when given) run in a worker thread per request;
     so does ``feedback_sink`` (``POST /v1/feedback``,
     :mod:`~spanjudge.exporters.otlp.feedback_route`). ``keep_span_bytes`` (enrich mode): the sink
     gets a :class:`~spanjudge.exporters.otlp.decode.ReceivedSpans` with each span's bytes.
+    ``limits``: what one request may hold (objects, spans or log records), refused with 413
+    before it is decoded.
 
     Example::
 
@@ -169,7 +186,10 @@ def create_receiver_app(
             raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
         rejected: list[str] = []
         try:
-            return signal.decode(body, media, rejected), rejected
+            return signal.decode(body, media, rejected, limits), rejected
+        except OtlpLimitError as exc:
+            # too big, not malformed: 413, which clients do not retry either
+            raise Rejected(413, str(exc)) from None
         except OtlpDecodeError as exc:
             raise Rejected(400, str(exc)) from None
 
@@ -249,8 +269,8 @@ def create_receiver_app(
     if log_sink is not None:
         routes.append(Route("/v1/logs", logs, methods=["POST"]))
     if feedback_sink is not None:
-        limits = (max_body_bytes, max_decompressed_bytes)
-        handler = feedback_endpoint(feedback_sink, check_auth, answer, limits)
+        sizes = (max_body_bytes, max_decompressed_bytes)
+        handler = feedback_endpoint(feedback_sink, check_auth, answer, sizes)
         routes.append(Route("/v1/feedback", handler, methods=["POST"]))
     if metrics_app is not None:
         # Served at exactly /metrics (no redirect to /metrics/), where Prometheus scrapes.
