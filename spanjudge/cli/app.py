@@ -132,10 +132,13 @@ def demo(
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="TOML or YAML settings file; SPANJUDGE_* environment variables override it.",
+    help="TOML, YAML or JSON settings file; SPANJUDGE_* environment variables override it.",
 )
 def worker(config_path: str | None) -> None:
-    """Receive OTLP/HTTP spans, evaluate them under the configured rules, emit the scores."""
+    """Receive OTLP/HTTP spans, evaluate them under the configured rules, emit the scores.
+
+    Settings, rules, judge, store and port are checked before the worker listens: a mistake is
+    one line naming the key (exit 2; 1 when PostgreSQL is down or the port is in use)."""
     from spanjudge.worker.service import run_worker
 
     settings = load_cli_settings(config_path)  # ConfigError: exit 2

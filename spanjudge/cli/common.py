@@ -4,7 +4,8 @@ the store options, loading the settings and opening the store.
 Exit codes (the same for every command, as click itself uses 2 for a bad option):
 
 * 0: done;
-* 1: the command ran and failed (the worker or a store call failed, the demo's evaluations did);
+* 1: the command ran and failed (the worker or a store call failed, the demo's evaluations did),
+  or what the settings name is not available now (PostgreSQL down, the worker's port in use);
 * 2: usage or configuration error: a bad option or argument, invalid settings, a refused
   label, or something the arguments name that is not there (the store file, the trace).
 
@@ -58,7 +59,8 @@ EXIT_USAGE = 2
 EXIT_CODES_HELP = (
     "\b\nExit codes:\n"
     "  0  done\n"
-    "  1  the command ran and failed (the worker, a store call, the demo's evaluations)\n"
+    "  1  the command ran and failed (the worker, a store call, the demo's evaluations),\n"
+    "     or what the settings name is not available now (PostgreSQL, the worker's port)\n"
     "  2  usage or configuration error: a bad option or argument, invalid settings,\n"
     "     a refused label, or a store file or trace that is not there"
 )
