@@ -100,6 +100,11 @@ class RuleConfig(BaseModel):
         description='"module:function" building the test case from the spans, instead of the '
         "built-in rebuild.",
     )
+    inferred_fields: bool = Field(
+        default=True,
+        description="false: score only cases whose required fields a dialect read; skip those "
+        "an inference rule filled (an inferred turn or retrieval, a generic model call).",
+    )
 
 
 def _all_outputs() -> list[Output]:

@@ -145,6 +145,7 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
             max_cost_per_day=config.max_cost_per_day,
             name=config.name,  # type: ignore[arg-type]  # None picks the default name
             build_case=build_case,
+            inferred_fields=config.inferred_fields,
         )
     except ValueError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
         field = _RULE_FIELD.match(str(exc))

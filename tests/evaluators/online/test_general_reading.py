@@ -293,3 +293,17 @@ def test_sessions_are_found_under_the_names_frameworks_use() -> None:
     assert conversation({"acme.session_id": "x", attrs.GEN_AI_CONVERSATION_ID: "y"}) == "y"
     assert conversation({"thread.id": 140213, "thread.name": "MainThread"}) is None
     assert conversation({"metadata": json.dumps({"step": 2})}) is None
+
+
+def test_inferred_fields_is_a_rule_key_in_the_worker_file() -> None:
+    from spanjudge.settings import load_settings
+    from spanjudge.worker.rule_config import build_rule
+
+    settings = load_settings(
+        None,
+        store_url="sqlite:///:memory:",
+        judge_model="openai/x",
+        rules=[{"metric": "bias", "target": "agent", "inferred_fields": False}],
+    )
+    assert build_rule(settings.rules[0], JUDGE, 0).inferred_fields is False
+    assert build_rule(settings.rules[0].model_copy(update={"inferred_fields": True}), JUDGE, 0)
