@@ -20,6 +20,7 @@ from abc import abstractmethod
 from spanjudge.exporters.store.base import SpanStore
 from spanjudge.exporters.store.core import Cursor, SqlCore
 from spanjudge.exporters.store.feedback import FeedbackQueries
+from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.jobs import JobQueries
 from spanjudge.exporters.store.judge_cache import JudgeCacheQueries
 from spanjudge.exporters.store.logs import LogQueries
@@ -66,11 +67,19 @@ class SqlStore(
             self.migrate_in(cur)
 
     def migrate_in(self, cur: Cursor) -> None:
-        """Run the pending migrations inside the caller's (write) transaction."""
+        """Run the pending migrations inside the caller's (write) transaction. A database a
+        newer release migrated further is refused with :class:`StoreError`: this code would
+        write rows that release does not expect."""
         self._migration_lock(cur)
         # MIGRATIONS is read from this module at call time, so a test can stand in the list a
         # later release would ship.
         apply_migrations(cur, MIGRATIONS, types=self.types, q=self.q)
+        found, known = current_version(cur), len(MIGRATIONS)
+        if found > known:
+            raise StoreError(
+                f"{self!r} has schema version {found}, from a newer spanjudge release; this one"
+                f" knows versions up to {known}: upgrade spanjudge, or use another store"
+            )
 
     def schema_version(self) -> int:
         with self.transaction(write=False) as cur:

@@ -9,7 +9,9 @@ killed process's lease simply expires.
 
 A database file deleted or replaced under a running process is noticed when a connection is
 borrowed (the file's identity changed): the stale connections are dropped and a fresh file gets
-the schema, instead of writes going into a ghost inode.
+the schema, instead of writes going into a ghost inode. What the old file held is gone from
+this store, so each such change is logged once as an ERROR naming the path and counted in
+:attr:`SQLiteStore.file_changes`.
 
 Example::
 
@@ -19,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -30,6 +33,8 @@ from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 
 MEMORY = ":memory:"
+
+logger = logging.getLogger("spanjudge.store")
 
 
 # Idle connections kept for reuse; more are opened under a burst and closed afterwards.
@@ -47,6 +52,7 @@ class SQLiteStore(SqlStore):
     ``busy_timeout`` (seconds) bounds how long a call waits for another writer (another thread
     or process) before it raises :class:`StoreError`. ``pragmas`` are applied to every
     connection (e.g. ``{"cache_size": -16000}``; ``{"max_page_count": n}`` caps the file size).
+    ``file_changes`` counts the times the file was found deleted or replaced while open.
     """
 
     def __init__(
@@ -68,6 +74,7 @@ class SQLiteStore(SqlStore):
         self._lock = threading.Lock()
         self._idle: list[tuple[sqlite3.Connection, Identity | None]] = []
         self._known: Identity | None = None  # the file the schema was last checked on
+        self.file_changes = 0
         self._closed = False
         # ":memory:" is private to one connection, so every thread shares it under a lock.
         self._memory_lock = threading.RLock()
@@ -121,15 +128,21 @@ class SQLiteStore(SqlStore):
                     found = (conn, seen)
                     break
                 stale.append(conn)  # the file was deleted or replaced under it
+            changed = False
             if found is None and identity != self._known:
                 # Another file than the one we know (or none): every idle connection is stale,
                 # and the file we open next needs the schema. (Forget the old identity: once
                 # its last handle closes, a new file may get the same inode number.)
                 stale.extend(conn for conn, _ in self._idle)
                 self._idle.clear()
+                # a file we were using, not the first open: said once, by this thread
+                changed = self._known is not None
+                self.file_changes += int(changed)
                 self._known = None
         for conn in stale:
             _close(conn)
+        if changed:
+            self._log_change(deleted=identity is None)
         if found is not None:
             return found
         conn = self._open()
@@ -145,6 +158,20 @@ class SQLiteStore(SqlStore):
                 raise
             self._known = opened
         return conn, opened
+
+    def _log_change(self, *, deleted: bool) -> None:
+        if deleted:
+            logger.error(
+                "SQLite store %s: the database file was deleted while in use; a new, empty one"
+                " is created in its place (the spans, jobs and results it held are gone)",
+                self.path,
+            )
+        else:
+            logger.error(
+                "SQLite store %s: the database file was replaced by another file while in"
+                " use; continuing on the new file, without what the old one held",
+                self.path,
+            )
 
     def _give_back(self, conn: sqlite3.Connection, identity: Identity | None) -> None:
         with self._lock:
