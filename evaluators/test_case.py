@@ -42,6 +42,10 @@ class LLMTestCase(_Model):
     expected_tools: list[ToolCall] | None = None
     metadata: dict[str, Any] | None = None
     name: str | None = None
+    trajectory: Any = Field(default=None, exclude=True)
+    """What the agent did (a :class:`~spanjudge.evaluators.online.rebuild.trajectory.Trajectory`)
+    when the case was rebuilt from an agent's spans; not part of deepeval's case, never
+    serialised (a judge-cache key stays the same with or without it)."""
 
 
 class Turn(_Model):
@@ -52,6 +56,8 @@ class Turn(_Model):
     retrieval_context: list[str] | None = None
     tools_called: list[ToolCall] | None = None
     metadata: dict[str, Any] | None = None
+    trajectory: Any = Field(default=None, exclude=True)
+    """The assistant turn's trajectory, as on :class:`LLMTestCase`."""
 
 
 class ConversationalTestCase(_Model):

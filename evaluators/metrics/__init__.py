@@ -1,5 +1,5 @@
-"""The metrics (Faithfulness, Bias, Topic Adherence, G-Eval for criteria of your own) and the
-engine they share."""
+"""The metrics (Faithfulness, Bias, Topic Adherence, G-Eval for criteria of your own), the
+engine they share, and deterministic checks of an agent's trajectory (no judge)."""
 
 from spanjudge.evaluators.metrics.base import (
     BaseMetric,
@@ -23,6 +23,12 @@ from spanjudge.evaluators.metrics.topic_adherence import (
     TopicAdherenceMetric,
     TopicAdherenceTemplate,
 )
+from spanjudge.evaluators.metrics.trajectory_checks import (
+    RepeatedCallCheck,
+    StepLimitCheck,
+    ToolErrorCheck,
+    TrajectoryCheck,
+)
 
 __all__ = [
     "BaseMetric",
@@ -37,8 +43,12 @@ __all__ = [
     "MetricData",
     "MetricError",
     "MissingFieldError",
+    "RepeatedCallCheck",
+    "StepLimitCheck",
+    "ToolErrorCheck",
     "TopicAdherenceMetric",
     "TopicAdherenceTemplate",
+    "TrajectoryCheck",
     "steps_cache",
     "truth_cache",
 ]
