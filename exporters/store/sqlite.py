@@ -167,9 +167,12 @@ class SQLiteStore(SqlStore):
                 self.path,
             )
         else:
+            # (measured: a -wal left beside the old file is applied to the new one, old rows
+            # showing through, so the line says to stop the processes first)
             logger.error(
                 "SQLite store %s: the database file was replaced by another file while in"
-                " use; continuing on the new file, without what the old one held",
+                " use; continuing on the file now at that path (stop every process using a"
+                " store before replacing its file: SQLite applies the old file's -wal to it)",
                 self.path,
             )
 
