@@ -120,6 +120,8 @@ class ScoreEmitter:
     ``outputs`` defaults to the outputs whose exporter is given, or both when none is. An
     output without an exporter gets an OTLP/HTTP one configured from the standard
     ``OTEL_EXPORTER_OTLP_*`` variables (``..._TRACES_*`` for spans, ``..._LOGS_*`` for events).
+    When the logs endpoint answers that it takes no logs, events are settled unsent and one
+    batch is tried again every ``logs_recheck_seconds`` (:mod:`.logs_refusal`).
 
     Example::
 
@@ -315,7 +317,8 @@ class ScoreEmitter:
         return confirmed
 
     def take_confirmed(self) -> list[tuple[Any, str]]:
-        """``(key, output)`` pairs the exporters accepted since the last call (each once)."""
+        """``(key, output)`` pairs the exporters accepted since the last call (each once), and
+        the event output's items settled unsent because its endpoint takes no logs."""
         with self._lock:
             confirmed, self._confirmed = self._confirmed, []
         return confirmed
