@@ -6,7 +6,10 @@ A process killed before an export, or a backend that refused it, leaves the outp
 the result is emitted again (same evaluation span id; the event again) after a lease, by this or
 another process. A slow or dead backend delays marking, never the evaluations: waits are bounded
 and, once one output's exporter is stuck, ticks stop waiting on it (and stop re-sending to it)
-until its queue drains, while the other output goes on.
+until its queue drains, while the other output goes on. An event output whose endpoint takes no
+logs (a traces-only backend: Jaeger, Tempo, Phoenix) confirms its events settled unsent
+(:mod:`spanjudge.exporters.emit.logs_refusal`): they are marked like delivered ones, so no
+result owes that endpoint an event it can never take.
 """
 
 from __future__ import annotations
