@@ -1,5 +1,7 @@
 """OTLP trace requests at the wire level: each span's protobuf bytes as received, and requests
-put together again from them, so enrich mode forwards spans without decoding and re-encoding.
+put together again from them, so enrich mode forwards spans without decoding and re-encoding;
+and :func:`count_messages`, the messages of a request counted before a parser builds them
+(the receiver's limits, :mod:`~spanjudge.exporters.otlp.limits`).
 
 Protobuf concatenates: two serialized messages of one type, one after the other, parse as one
 message whose repeated fields hold both lists. So a request is rebuilt by concatenating its
