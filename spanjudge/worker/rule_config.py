@@ -126,11 +126,7 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
         metric = cls(**params)
     except ParamError as exc:
         raise ConfigError(f"{where}.params.{exc.key}: {exc.message}") from exc
-    except (TypeError, ValueError) as exc:
-        # "threshold must be between 0 and 1" names its parameter first
-        named, _, what = str(exc).partition(" ")
-        if named in config.params and what:
-            raise ConfigError(f"{where}.params.{named}: {what}") from exc
+    except (TypeError, ValueError) as exc:  # "threshold must be between 0 and 1, got 5"
         raise ConfigError(f"{where}.params: {exc}") from exc
     build_case = (
         import_object(config.build_case, f"{where}.build_case") if config.build_case else None

@@ -57,7 +57,8 @@ def _mistakes() -> dict[str, Mistake]:
             rules=RULE + "params = { thresold = 0.7 }\n", named=("rules.0.params.thresold",)
         ),
         "threshold 5": Mistake(
-            rules=RULE + "params = { threshold = 5 }\n", named=("rules.0.params.threshold",)
+            rules=RULE + "params = { threshold = 5 }\n",
+            named=("rules.0.params: threshold must be",),
         ),
         "an unknown filter key": Mistake(
             rules=RULE + 'filter = { servce = "bot" }\n', named=("rules.0.filter", "servce")
