@@ -87,7 +87,8 @@ class RuleConfig(BaseModel):
     filter: dict[str, Any] | None = Field(
         default=None,
         description="Conditions on the target span: span_name, service, agent, model (globs), "
-        "attributes, attributes_exist.",
+        "attributes, attributes_exist; trajectory: a table of conditions on what the agent did "
+        "(min_tool_calls, min_model_calls, min_steps, tool, agent, tool_error, handoff).",
     )
     max_per_minute: int | None = Field(
         default=None, gt=0, description="Budget: evaluations per minute; the rest is skipped."

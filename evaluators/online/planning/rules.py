@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
+from spanjudge.evaluators.online.planning.trajectory_filter import TrajectoryFilter, trajectory_in
+from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import TARGET_TYPES, Target
 from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.records import SpanRecord
@@ -47,7 +49,8 @@ class SpanFilter:
     (``gen_ai.request.model`` or ``gen_ai.response.model``) are case-sensitive globs
     (``fnmatch``: ``*``, ``?``, ``[abc]``); a plain string matches itself exactly.
     ``attributes`` maps keys to the value they must equal; ``attributes_exist`` lists keys that
-    must be present.
+    must be present. ``trajectory``: a :class:`TrajectoryFilter` (or a dict of its keys) on what
+    the target's agent did, read from the span tree.
 
     Example::
 
@@ -61,6 +64,7 @@ class SpanFilter:
     model: str | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
     attributes_exist: list[str] = field(default_factory=list)
+    trajectory: TrajectoryFilter | None = None
 
     def __post_init__(self) -> None:
         for name in ("span_name", "service", "agent", "model"):
@@ -80,6 +84,12 @@ class SpanFilter:
                 f"got {self.attributes_exist!r}"
             )
         self.attributes_exist = list(self.attributes_exist)
+        if isinstance(self.trajectory, Mapping):
+            self.trajectory = TrajectoryFilter.from_dict(self.trajectory)
+        elif self.trajectory is not None and not isinstance(self.trajectory, TrajectoryFilter):
+            raise ValueError(
+                f"filter.trajectory must be a mapping of conditions, got {self.trajectory!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SpanFilter:
@@ -97,7 +107,8 @@ class SpanFilter:
         return cls(**kwargs)
 
     def matches(self, span: SpanRecord) -> bool:
-        """Whether ``span`` meets every condition."""
+        """Whether ``span`` meets every condition on the span itself (``trajectory`` is
+        checked by :meth:`Rule.matches_span`, which has the tree)."""
         a = span.attributes
         if not _glob(self.span_name, span.name):
             return False
@@ -172,8 +183,10 @@ class Rule:
       (wrapped in :class:`~spanjudge.evaluators.deepeval_bridge.DeepEvalMetric`, named
       ``deepeval_<its name>``; give it ``model=as_deepeval_model(judge)``).
     * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
-    * ``filter``: a :class:`SpanFilter`, a dict with its keys, or ``callable(span) -> bool``;
-      applied to the target span (trace: root span; conversation: any agent turn span).
+    * ``filter``: a :class:`SpanFilter`, a dict with its keys, a
+      :class:`~spanjudge.evaluators.online.planning.trajectory_filter.TrajectoryFilter`, or
+      ``callable(span) -> bool``; applied to the target span (trace: root span; conversation:
+      any agent turn span), a trajectory filter to what the target's agent did.
     * ``max_per_minute`` / ``max_cost_per_day``: budgets; what they refuse is counted as skipped.
     * ``name``: stable id used for sampling, job rows and results;
       default ``"{metric.name}-{target}"``.
@@ -202,7 +215,7 @@ class Rule:
     metric: Any
     target: TargetType = "llm"
     sample_rate: float = 1.0
-    filter: SpanFilter | Mapping[str, Any] | SpanPredicate | None = None
+    filter: SpanFilter | TrajectoryFilter | Mapping[str, Any] | SpanPredicate | None = None
     max_per_minute: int | None = None
     max_cost_per_day: float | None = None
     # None picks the default name; typed str because it always is one after __post_init__
@@ -261,11 +274,12 @@ class Rule:
                 raise ValueError(f"Rule.filter: {exc}") from exc
         elif (
             self.filter is not None
-            and not isinstance(self.filter, SpanFilter)
+            and not isinstance(self.filter, SpanFilter | TrajectoryFilter)
             and not callable(self.filter)
         ):
             raise ValueError(
-                "Rule.filter must be a SpanFilter, a dict or a callable(span) -> bool, "
+                "Rule.filter must be a SpanFilter, a TrajectoryFilter, a dict or a "
+                "callable(span) -> bool, "
                 f"got {self.filter!r}"
             )
         if self.build_case is not None:
@@ -281,25 +295,31 @@ class Rule:
             raise ValueError(f"Rule.name must be valid text without NUL, got {self.name!r}")
 
     # -------------------------------------------------------------- filtering
-    def matches_span(self, span: SpanRecord) -> bool:
+    def matches_span(self, span: SpanRecord, tree: SpanTree | None = None) -> bool:
         """Whether ``span`` passes the filter. A raising callable filter counts as no match:
-        one odd span must not stop planning."""
+        one odd span must not stop planning. ``tree``: the span tree of its trace, which a
+        trajectory filter reads (without it, the trajectory is the span alone)."""
         flt = self.filter
         if flt is None:
             return True
+        if isinstance(flt, TrajectoryFilter):
+            return flt.matches(trajectory_in(tree, span))
         if isinstance(flt, SpanFilter):
-            return flt.matches(span)
+            if not flt.matches(span):
+                return False
+            return flt.trajectory is None or flt.trajectory.matches(trajectory_in(tree, span))
         try:
             return bool(flt(span))  # type: ignore[operator]
         except Exception:
             return False
 
-    def matches(self, target: Target) -> bool:
-        """Whether ``target`` passes the filter (conversation: any of its agent turn spans)."""
+    def matches(self, target: Target, tree: SpanTree | None = None) -> bool:
+        """Whether ``target`` passes the filter (conversation: any of its agent turn spans);
+        ``tree`` as in :meth:`matches_span`."""
         if self.filter is None:
             return True
         spans = target.turn_spans or ((target.span,) if target.span is not None else ())
-        return any(self.matches_span(span) for span in spans)
+        return any(self.matches_span(span, tree) for span in spans)
 
     def call_build_case(self, spans: list[SpanRecord], target: Target) -> Any:
         """Call the custom ``build_case`` with the arguments it takes."""
