@@ -54,14 +54,17 @@ class SegmentSums:
     score_sum: float = 0.0  # sum w*s
     score_sum_w2: float = 0.0  # sum w^2*s
     score_sq_w2: float = 0.0  # sum w^2*s^2
+    last_at: float = 0.0  # when the newest result was stored (a maximum, not a sum)
 
     def add(self, other: SegmentSums) -> None:
         """Add ``other``'s counts and sums into this one."""
         for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+            if f.name != "last_at":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        self.last_at = max(self.last_at, other.last_at)
 
 
-# the SELECT list in SegmentSums' field order (after the three status counts)
+# the SELECT list in SegmentSums' field order
 _SUMS_SQL = (
     "SUM(CASE WHEN status = 'scored' THEN 1 ELSE 0 END),"
     " SUM(CASE WHEN status = 'skipped' THEN 1 ELSE 0 END),"
@@ -73,7 +76,8 @@ _SUMS_SQL = (
     " COUNT(score),"
     " SUM(CASE WHEN score IS NOT NULL THEN weight END),"
     " SUM(CASE WHEN score IS NOT NULL THEN weight * weight END),"
-    " SUM(weight * score), SUM(weight * weight * score), SUM(weight * weight * score * score)"
+    " SUM(weight * score), SUM(weight * weight * score), SUM(weight * weight * score * score),"
+    " MAX(created_at)"
 )
 
 
@@ -113,6 +117,7 @@ def add_record(out: dict[SumsKey, SegmentSums], record: EvaluationRecord, by: st
         one.scores, one.score_weight, one.score_weight2 = 1, weight, weight * weight
         one.score_sum, one.score_sum_w2 = weight * score, weight * weight * score
         one.score_sq_w2 = weight * weight * score * score
+    one.last_at = record.finished_at or 0.0
     key = (record.rule, record.metric, segment_of(record.segments, by, record.service_name))
     out.setdefault(key, SegmentSums()).add(one)
 

@@ -1,4 +1,4 @@
-"""The review commands: ``feedback``, ``calibration``, ``export`` and ``scores``.
+"""The review commands: ``feedback``, ``calibration``, ``export``, ``scores`` and ``compare``.
 
 They read and write the store the worker uses (``--store URL``, or ``--config`` for the
 worker's settings file; default ``$SPANJUDGE_STORE_URL``, else ``./spanjudge.db``), so they work
@@ -24,6 +24,8 @@ from spanjudge.cli.common import (
     store_options,
     usage_error,
 )
+from spanjudge.cli.numbers import DEFAULT_CAP, compare, print_summary, settings_store, summary_of
+from spanjudge.cli.numbers import console as _console
 
 if TYPE_CHECKING:
     from spanjudge.evaluators.online.review.agreement import Agreement, Estimate
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS"]
 
 REASON_CHARS = 80
-# piped output (a file, a CI log) is not cut to 80 columns: ids stay whole
-PIPED_WIDTH = 240
 
 
 def _rules(settings: WorkerSettings) -> list[Any]:
@@ -103,13 +103,6 @@ def feedback(
 
 
 # ------------------------------------------------------------------------------ calibration
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH)
-
-
 def _ci(estimate: Estimate) -> str:
     if estimate.value is None:
         return "-"
@@ -229,6 +222,16 @@ def export(
 @click.option("--since", default="24h", show_default=True, help="Results of this period.")
 @click.option("--service", default=None, help="Only results of this service.")
 @click.option("--limit", default=50, show_default=True, help="The most recent N results.")
+@click.option(
+    "--summary", is_flag=True,
+    help="Pass rate and mean score per rule (and segment) with 95% intervals, not results.",
+)  # fmt: skip
+@click.option("--by", "key", default=None, help="With --summary: split by service.version, ...")
+@click.option(
+    "--cap", default=DEFAULT_CAP, show_default=True,
+    help="With --summary: segments shown per rule; the rest are folded into 'other'.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="With --summary: print JSON.")
 @store_options
 def scores(
     metric: str | None,
@@ -237,14 +240,29 @@ def scores(
     since: str,
     service: str | None,
     limit: int,
+    summary: bool,
+    key: str | None,
+    cap: int,
+    as_json: bool,
     config_path: str | None,
     store_url: str | None,
 ) -> None:
-    """Print recent results as a table, for setups without a tracing backend."""
+    """Print recent results as a table, for setups without a tracing backend; with
+    --summary, each rule's pass rate and mean score with their intervals."""
     from spanjudge.exporters.telemetry import evaluation_label
 
+    if (key is not None or as_json) and not summary:
+        usage_error("--by and --json go with --summary")
+    if cap < 1:
+        usage_error(f"--cap must be at least 1, got {cap}")
     settings = load_cli_settings(config_path, store_url)
     start = since_option_value(since)
+    if summary:
+        with settings_store(settings) as store:
+            rows = summary_of(store, by=key, since=start, rule=rule, cap=cap)
+        rows = [r for r in rows if metric is None or r.metric == metric]
+        print_summary(rows, by=key, since=since, as_json=as_json)
+        return
     with opened_store(settings.store_url) as store:
         results = [
             r
@@ -290,4 +308,4 @@ def _print_scores(results: list[Any], labels: list[list[Any]], since: str) -> No
     console.print(table)
 
 
-COMMANDS = (feedback, calibration, export, scores)
+COMMANDS = (feedback, calibration, export, scores, compare)

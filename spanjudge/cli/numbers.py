@@ -1,0 +1,208 @@
+"""``scores --summary`` and ``compare``: pass rates and mean scores with intervals, and the
+difference between two segments (versions) with an anytime-valid decision.
+
+Both read the sums the store adds up (``summary_sums``) and compute with
+:mod:`~spanjudge.evaluators.online.review.estimates` and
+:mod:`~spanjudge.evaluators.online.review.regressions` (methods: docs/numbers.md). Registered
+by :mod:`spanjudge.cli.review`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Protocol
+
+import click
+
+from spanjudge.cli.common import (
+    load_cli_settings,
+    opened_store,
+    since_option_value,
+    store_options,
+    usage_error,
+)
+
+if TYPE_CHECKING:
+    from spanjudge.evaluators.online.review.agreement import Estimate
+    from spanjudge.evaluators.online.review.estimates import SegmentSummary
+    from spanjudge.evaluators.online.review.regressions import Comparison, Effect
+    from spanjudge.exporters.store.summaries import SegmentSums
+    from spanjudge.settings import WorkerSettings
+
+__all__ = [
+    "DEFAULT_CAP",
+    "compare",
+    "console",
+    "print_summary",
+    "settings_store",
+    "summary_of",
+]
+
+# piped output (a file, a CI log) is not cut to 80 columns: ids stay whole
+PIPED_WIDTH = 240
+# a terminal table stays readable; --json has every segment (the cap still folds the rest)
+DEFAULT_CAP = 20
+
+
+class _SummarySource(Protocol):
+    def summary_sums(
+        self,
+        *,
+        by: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        rule: str | None = None,
+    ) -> dict[tuple[str, str, str], SegmentSums]: ...
+
+
+@contextmanager
+def settings_store(settings: WorkerSettings) -> Iterator[Any]:
+    """The store the settings name, in their ``store_schema`` on PostgreSQL (a worker's own
+    schema: ``opened_store`` takes only the URL)."""
+    if not settings.store_schema:
+        with opened_store(settings.store_url) as store:
+            yield store
+        return
+    from spanjudge.exporters.store import open_store
+
+    store = open_store(settings.store_url, schema=settings.store_schema)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _sums(
+    store: Any, by: str | None, since: float | None, rule: str | None
+) -> dict[tuple[str, str, str], SegmentSums]:
+    source: _SummarySource = store
+    return source.summary_sums(by=by, since=since, rule=rule)
+
+
+def summary_of(
+    store: Any, *, by: str | None, since: float | None, rule: str | None, cap: int
+) -> list[SegmentSummary]:
+    """The summary rows of ``store``: per rule x segment of ``by``, ``cap`` segments each."""
+    from spanjudge.evaluators.online.review.estimates import fold_segments, summarize
+
+    sums, folded = fold_segments(_sums(store, by, since, rule), cap)
+    return summarize(sums, by=by, folded=folded)
+
+
+def _ci(estimate: Estimate, digits: int = 2) -> str:
+    if estimate.value is None:
+        return "-"
+    if estimate.low is None or estimate.high is None:
+        return f"{estimate.value:.{digits}f}"
+    return f"{estimate.value:.{digits}f} [{estimate.low:.{digits}f}, {estimate.high:.{digits}f}]"
+
+
+def console() -> Any:
+    """A rich console; piped output (a file, a CI log) is not cut to 80 columns."""
+    from rich.console import Console
+
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(highlight=False, width=PIPED_WIDTH)
+
+
+def print_summary(rows: list[SegmentSummary], *, by: str | None, since: str, as_json: bool) -> None:
+    """The summary as a table (or JSON: one object per row)."""
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
+        return
+    from rich.table import Table
+
+    screen = console()
+    if not rows:
+        screen.print(f"no results in the last {since}")
+        return
+    split = f" by {by}" if by else ""
+    table = Table(title=f"results of the last {since}{split} (95% intervals)")
+    for name in ("rule", "metric", by or "segment", "scored", "skipped", "errors"):
+        table.add_column(name, overflow="fold")
+    for name in ("pass rate", "n_eff", "mean score"):
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        segment = row.segment + (f" ({row.folded} segments)" if row.folded else "")
+        table.add_row(
+            row.rule, row.metric, segment, str(row.scored), str(row.skipped), str(row.errors),
+            _ci(row.pass_rate), f"{row.effective_n:.0f}", _ci(row.mean_score),
+        )  # fmt: skip
+    screen.print(table)
+
+
+def _effect_text(effect: Effect) -> str:
+    if effect.difference.value is None:
+        return "-"
+    return _ci(effect.difference, 3)
+
+
+@click.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--by", "key", required=True, help="The segment key: service.version, model, ...")
+@click.option("--rule", default=None, help="Only this rule.")
+@click.option("--since", default="7d", show_default=True, help="Results of this period.")
+@click.option("--alpha", default=0.05, show_default=True, help="Error rate of the decision.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@store_options
+def compare(
+    baseline: str,
+    candidate: str,
+    key: str,
+    rule: str | None,
+    since: str,
+    alpha: float,
+    as_json: bool,
+    config_path: str | None,
+    store_url: str | None,
+) -> None:
+    """Whether CANDIDATE's pass rate or mean score differs from BASELINE's, per rule.
+
+    Two values of one segment key (`--by service.version 1.4.0 1.5.0`). The effect is
+    CANDIDATE minus BASELINE with an interval that is a confidence sequence: it stays valid
+    however often you look, so run it after every deploy and again tomorrow. The decision is
+    worse, better, no difference yet or too few. Methods: docs/numbers.md."""
+    from spanjudge.evaluators.online.review.regressions import compare_segments
+
+    if not 0 < alpha < 1:
+        usage_error(f"--alpha must be between 0 and 1, got {alpha}")
+    settings = load_cli_settings(config_path, store_url)
+    start = since_option_value(since)
+    with settings_store(settings) as store:
+        sums = _sums(store, key, start, rule)
+    rows = compare_segments(sums, key=key, baseline=baseline, candidate=candidate, alpha=alpha)
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
+        return
+    _print_compare(rows, key, baseline, candidate, since, alpha)
+
+
+def _print_compare(
+    rows: list[Comparison], key: str, baseline: str, candidate: str, since: str, alpha: float
+) -> None:
+    from rich.table import Table
+
+    screen = console()
+    if not rows:
+        screen.print(f"no results with {key} = {baseline} or {candidate} in the last {since}")
+        return
+    level = f"{1 - alpha:.0%}"
+    table = Table(
+        title=f"{key}: {candidate} against {baseline}, last {since} "
+        f"({level} confidence sequences, valid at any time)"
+    )
+    for name in ("rule", "metric", f"{baseline} pass rate", f"{candidate} pass rate"):
+        table.add_column(name, overflow="fold")
+    for name in ("pass rate effect", "decision", "mean score effect", "decision"):
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        table.add_row(
+            row.rule, row.metric, _ci(row.pass_rate.baseline), _ci(row.pass_rate.candidate),
+            _effect_text(row.pass_rate), row.pass_rate.decision,
+            _effect_text(row.mean_score), row.mean_score.decision,
+        )  # fmt: skip
+    screen.print(table)
