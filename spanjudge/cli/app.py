@@ -268,6 +268,11 @@ def _print_explanation(explanation: Explanation, configured: bool) -> None:
             _add_verdict(node, verdict)
         nodes.append(node)
     console.print(root)
+    for trajectory in explanation.trajectories:
+        tree = Tree(f"[bold]trajectory of {escape(trajectory.name)}[/] {trajectory.span_id}")
+        for text in trajectory.lines:
+            tree.add(escape(text))
+        console.print(tree)
     for conversation in explanation.conversations:
         tree = Tree(
             f"[bold]conversation {escape(conversation.conversation_id)}[/]: "

@@ -8,7 +8,9 @@ was found, and the span it is collapsed into when it wraps another span of the s
 which rules target it, whether their filter and sampler pick it, and the test case the rule would
 evaluate (or why it is skipped); per conversation of the trace, its turns and the
 conversation rules' cases; per rule without a target here, why (the reasons the planner counts
-in ``spanjudge.rules.no_target``). Budgets are not applied: they depend on the moment.
+in ``spanjudge.rules.no_target``); the trajectory of each agent turn as read (the whole trace's
+when no span is a turn), the filters on it applied. Budgets are not applied: they depend on the
+moment.
 
 Rules need a metric, and a metric a judge: :class:`OfflineJudge` stands in for it and refuses
 every call, so explaining never reaches a model.
@@ -48,6 +50,7 @@ from spanjudge.evaluators.online.rebuild.targets import (
     conversation_target,
     find_targets,
 )
+from spanjudge.evaluators.online.rebuild.trajectory import trace_trajectory, trajectory_of
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.exporters.records import SpanRecord
 
@@ -60,6 +63,7 @@ __all__ = [
     "RuleMiss",
     "RuleVerdict",
     "SpanExplanation",
+    "TrajectoryExplanation",
     "explain_trace",
 ]
 
@@ -166,12 +170,23 @@ class RuleMiss:
 
 
 @dataclass(slots=True)
+class TrajectoryExplanation:
+    """An agent turn's trajectory (``span_id`` the turn's; the trace's root for a trace read
+    whole) as :meth:`~spanjudge.evaluators.online.rebuild.trajectory.Trajectory.lines`."""
+
+    span_id: str | None
+    name: str
+    lines: list[str]
+
+
+@dataclass(slots=True)
 class Explanation:
     trace_id: str
     spans: list[SpanExplanation]
     conversations: list[ConversationExplanation]
     misses: list[RuleMiss]
     unrecognised: int
+    trajectories: list[TrajectoryExplanation] = field(default_factory=list)
 
 
 def explain_trace(
@@ -208,7 +223,22 @@ def explain_trace(
         conversations=_conversations(spans, conv_rules, conversations or {}),
         misses=_misses(rules, spans),
         unrecognised=len(unrecognised(spans)),
+        trajectories=_trajectories(tree, trace_id),
     )
+
+
+def _trajectories(tree: SpanTree, trace_id: str) -> list[TrajectoryExplanation]:
+    """Each agent turn's trajectory (one operation once), else the whole trace's."""
+    turns = [
+        s
+        for s in sorted(tree.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+        if tree.kind(s) == "agent" and tree.collapsed_into(s) is None
+    ]
+    found = [(s.span_id, s.name, trajectory_of(tree, s)) for s in turns]
+    if not found:
+        whole = trace_trajectory(tree, trace_id)
+        found = [(whole.span_id, "trace", whole)] if whole.span_id else []
+    return [TrajectoryExplanation(i, n, t.lines(SHOWN_CHARS)) for i, n, t in found]
 
 
 def _tree_order(spans: list[SpanRecord]) -> list[tuple[SpanRecord, int]]:
@@ -281,7 +311,7 @@ def _verdict(rule: Rule, target: Target, spans: list[SpanRecord]) -> RuleVerdict
         rule=rule.name,
         metric=str(getattr(rule.metric, "name", type(rule.metric).__name__)),
         target_type=target.target_type,
-        passes_filter=rule.matches(target),
+        passes_filter=rule.matches(target, SpanTree([s for s in spans if not is_evaluation(s)])),
         sampled=is_sampled(rule.name, target.target_id, rule.sample_rate),
         sample_rate=rule.sample_rate,
         case=None if isinstance(built, Skip) else _fields(built),
