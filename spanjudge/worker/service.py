@@ -26,6 +26,7 @@ from spanjudge.exporters.store.urls import redact_url
 from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.settings import WorkerSettings
 from spanjudge.worker.ingest import IngestGate
+from spanjudge.worker.numbers import watch_numbers
 from spanjudge.worker.preflight import bind_receiver, open_worker_store, start_warnings
 from spanjudge.worker.rule_config import build_rules, make_judge
 
@@ -129,6 +130,7 @@ class Worker:
         self._ready = threading.Event()
         self._agreement: tuple[float, list[tuple[str, str, str, float]]] | None = None
         self.telemetry.set_agreement_callback(self.agreement_rows)
+        self.numbers = watch_numbers(self.store, settings, self.meter_provider, clock=clock)
         self.app = create_receiver_app(
             sink=self.gate.write,
             log_sink=self.gate.write_logs,

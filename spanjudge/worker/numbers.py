@@ -1,0 +1,251 @@
+"""The worker's numbers: interval gauges per rule x segment and a continuous regression check.
+
+At most once per ``refresh_seconds`` (on a Prometheus scrape), the worker sums the store's
+results (one grouped query per key, ``summary_sums``) and publishes:
+
+* ``spanjudge_segment_pass_rate{rule, metric, segment_key, segment, bound}`` and
+  ``spanjudge_segment_mean_score{...}``, ``bound`` = ``estimate`` | ``low`` | ``high`` (95%):
+  what a dashboard draws as a band, over ``interval_window_seconds``;
+* ``spanjudge_segment_results{..., status}`` (scored, skipped, error) in that window;
+* ``spanjudge_segment_folded{rule, metric, segment_key}``: segments beyond ``segment_cap`` per
+  rule, folded into the segment ``other`` (the series per rule stay bounded);
+* ``spanjudge_regression{rule, metric, segment_key, baseline, candidate, measure, stat}``,
+  ``stat`` = ``effect`` | ``low`` | ``high`` | ``e_value`` | ``decision`` (-1 worse, 0 none
+  yet, +1 better), ``measure`` = ``pass_rate`` | ``mean_score``: each candidate segment
+  against the baseline (``regression_baseline``: a value of ``regression_key``, or
+  ``"previous"``: the segment with the newest result against the one before it).
+
+A candidate that becomes worse is logged once as a WARNING naming the rule, both segments and
+the effect. Methods: docs/numbers.md. Settings (read with ``getattr`` so older settings objects
+work): :class:`NumbersConfig`.
+
+Example::
+
+    watch = NumbersWatch(store, NumbersConfig(regression_key="service.version",
+                                              regression_baseline="previous"), meter_provider)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
+from spanjudge.evaluators.online.review.estimates import OTHER, fold_segments, summarize
+from spanjudge.evaluators.online.review.regressions import (
+    DECISION_VALUE,
+    WORSE,
+    Comparison,
+    compare_segments,
+)
+from spanjudge.exporters.metric_names import METER_NAME
+from spanjudge.exporters.store.summaries import ALL, UNSET, SegmentSums
+
+__all__ = ["METRICS", "NumbersConfig", "NumbersWatch", "watch_numbers"]
+
+logger = logging.getLogger("spanjudge.regressions")
+
+PASS_RATE: Final = "spanjudge.segment.pass_rate"
+MEAN_SCORE: Final = "spanjudge.segment.mean_score"
+SEGMENT_RESULTS: Final = "spanjudge.segment.results"
+SEGMENTS_FOLDED: Final = "spanjudge.segment.folded"
+REGRESSION: Final = "spanjudge.regression"
+METRICS: Final = (PASS_RATE, MEAN_SCORE, SEGMENT_RESULTS, SEGMENTS_FOLDED, REGRESSION)
+PREVIOUS: Final = "previous"
+NO_KEY: Final = "none"  # the segment_key label of the rows not split by a key
+
+Rows = list[tuple[float, dict[str, str]]]
+Sums = Mapping[tuple[str, str, str], SegmentSums]
+
+
+@dataclass(frozen=True)
+class NumbersConfig:
+    """What the worker's numbers cover; each field is a worker setting of the same name."""
+
+    interval_keys: tuple[str, ...] = ("service.version",)
+    interval_window_seconds: float = 86400.0
+    segment_cap: int = 10
+    regression_key: str | None = None  # None: no regression check
+    regression_baseline: str = PREVIOUS  # a value of regression_key, or "previous"
+    regression_window_seconds: float = 7 * 86400.0
+    regression_alpha: float = 0.05
+    refresh_seconds: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> NumbersConfig:
+        """The settings' values for the fields they have; ``regression_baseline`` may be a
+        mapping ``{key = "service.version", value = "1.4.0"}`` (value default "previous")."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            if name != "regression_baseline" and getattr(settings, name, None) is not None:
+                values[name] = getattr(settings, name)
+        baseline = getattr(settings, "regression_baseline", None)
+        if isinstance(baseline, Mapping):
+            values["regression_key"] = baseline.get("key") or values.get("regression_key")
+            values["regression_baseline"] = str(baseline.get("value") or PREVIOUS)
+        elif isinstance(baseline, str) and baseline:
+            values["regression_baseline"] = baseline
+        if "interval_keys" in values:
+            values["interval_keys"] = tuple(values["interval_keys"])
+        return cls(**values)
+
+
+def _pairs(sums: Sums, config: NumbersConfig) -> list[tuple[str, str]]:
+    """(baseline, candidate) segment pairs to compare."""
+    seen: dict[str, SegmentSums] = {}
+    for (_rule, _metric, segment), s in sums.items():
+        if segment not in (UNSET, OTHER, ALL):
+            seen.setdefault(segment, SegmentSums()).add(s)
+    if config.regression_baseline == PREVIOUS:
+        newest = sorted(seen, key=lambda segment: seen[segment].last_at, reverse=True)
+        return [(newest[1], newest[0])] if len(newest) >= 2 else []
+    base = config.regression_baseline
+    if base not in seen:
+        return []
+    others = sorted((s for s in seen if s != base), key=lambda s: -seen[s].scored)
+    return [(base, candidate) for candidate in others[: config.segment_cap]]
+
+
+class NumbersWatch:
+    """The gauges above on ``meter_provider``, computed from ``store`` when scraped."""
+
+    def __init__(
+        self,
+        store: Any,
+        config: NumbersConfig,
+        meter_provider: MeterProvider,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: tuple[float, dict[str, Rows]] | None = None
+        self._worse: set[tuple[str, ...]] = set()
+        meter = meter_provider.get_meter(METER_NAME)  # the scope of every spanjudge metric
+        for name, description in (
+            (PASS_RATE, "Pass rate per rule x segment with its 95% interval (bound label)"),
+            (MEAN_SCORE, "Mean score per rule x segment with its 95% interval (bound label)"),
+            (SEGMENT_RESULTS, "Results per rule x segment in the interval window, by status"),
+            (SEGMENTS_FOLDED, "Segments per rule beyond the cap, folded into 'other'"),
+            (REGRESSION, "Candidate vs baseline segment: effect, its interval, decision"),
+        ):
+            meter.create_observable_gauge(
+                name, callbacks=[self._observer(name)], description=description
+            )
+
+    def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            try:
+                rows = self.rows().get(name, [])
+            except Exception:  # a scrape must never fail for a store hiccup
+                logger.debug("numbers refresh failed", exc_info=True)
+                return []
+            return [Observation(value, labels) for value, labels in rows]
+
+        return observe
+
+    def rows(self) -> dict[str, Rows]:
+        """Every gauge's (value, labels) rows, recomputed at most once per refresh."""
+        now = self.clock()
+        with self._lock:
+            if self._state is None or now - self._state[0] >= self.config.refresh_seconds:
+                self._state = (now, self.compute(now))
+            return self._state[1]
+
+    def compute(self, now: float) -> dict[str, Rows]:
+        config = self.config
+        out: dict[str, Rows] = {name: [] for name in METRICS}
+        keys: list[str | None] = [None, *config.interval_keys]
+        for key in keys:
+            sums = self.store.summary_sums(by=key, since=now - config.interval_window_seconds)
+            kept, folded = fold_segments(sums, config.segment_cap)
+            label = key or NO_KEY
+            for row in summarize(kept, by=key, folded=folded):
+                base = {"rule": row.rule, "metric": row.metric, "segment_key": label,
+                        "segment": row.segment}  # fmt: skip
+                for gauge, estimate in ((PASS_RATE, row.pass_rate), (MEAN_SCORE, row.mean_score)):
+                    for bound in ("value", "low", "high"):
+                        value = getattr(estimate, bound)
+                        if value is not None:
+                            bound_label = "estimate" if bound == "value" else bound
+                            out[gauge].append((float(value), {**base, "bound": bound_label}))
+                for status, count in (("scored", row.scored), ("skipped", row.skipped),
+                                      ("error", row.errors)):  # fmt: skip
+                    out[SEGMENT_RESULTS].append((float(count), {**base, "status": status}))
+            for (rule, metric), count in folded.items():
+                labels = {"rule": rule, "metric": metric, "segment_key": label}
+                out[SEGMENTS_FOLDED].append((float(count), labels))
+        if config.regression_key:
+            out[REGRESSION] = self._regressions(now)
+        return out
+
+    def _regressions(self, now: float) -> Rows:
+        config = self.config
+        key = config.regression_key or ""
+        sums = self.store.summary_sums(by=key, since=now - config.regression_window_seconds)
+        rows: Rows = []
+        worse: set[tuple[str, ...]] = set()
+        for baseline, candidate in _pairs(sums, config):
+            for row in compare_segments(
+                sums, key=key, baseline=baseline, candidate=candidate,
+                alpha=config.regression_alpha,
+            ):  # fmt: skip
+                rows.extend(_regression_rows(row))
+                for effect in (row.pass_rate, row.mean_score):
+                    if effect.decision == WORSE:
+                        ident = (row.rule, row.metric, key, baseline, candidate, effect.measure)
+                        worse.add(ident)
+                        if ident not in self._worse:
+                            _log_worse(row, effect.measure)
+        for rule, _metric, key, baseline, candidate, measure in sorted(self._worse - worse):
+            logger.info(
+                "no longer worse: rule %s %s with %s=%s against %s=%s",
+                rule, measure.replace("_", " "), key, candidate, key, baseline,
+            )  # fmt: skip
+        self._worse = worse
+        return rows
+
+
+def _regression_rows(row: Comparison) -> Rows:
+    rows: Rows = []
+    for effect in (row.pass_rate, row.mean_score):
+        labels = {"rule": row.rule, "metric": row.metric, "segment_key": row.key,
+                  "baseline": row.baseline, "candidate": row.candidate,
+                  "measure": effect.measure}  # fmt: skip
+        stats = {
+            "effect": effect.difference.value,
+            "low": effect.difference.low,
+            "high": effect.difference.high,
+            "e_value": effect.e_value,
+            "decision": DECISION_VALUE[effect.decision],
+        }
+        rows.extend((float(v), {**labels, "stat": s}) for s, v in stats.items() if v is not None)
+    return rows
+
+
+def _log_worse(row: Comparison, measure: str) -> None:
+    effect = row.pass_rate if measure == "pass_rate" else row.mean_score
+    d = effect.difference
+    logger.warning(
+        "regression: rule %s %s is worse with %s=%s than with %s=%s: %s %.3f -> %.3f, effect "
+        "%.3f [%.3f, %.3f] (%.0f%% confidence sequence, e-value %.1f)",
+        row.rule, measure.replace("_", " "), row.key, row.candidate, row.key, row.baseline,
+        measure.replace("_", " "), effect.baseline.value, effect.candidate.value,
+        d.value, d.low, d.high, 100 * (1 - effect.alpha), effect.e_value,
+    )  # fmt: skip
+
+
+def watch_numbers(
+    store: Any, settings: Any, meter_provider: MeterProvider, *, clock: Callable[[], float]
+) -> NumbersWatch | None:
+    """The worker's :class:`NumbersWatch` (None when the store cannot sum results)."""
+    if not hasattr(store, "summary_sums"):
+        return None
+    return NumbersWatch(store, NumbersConfig.from_settings(settings), meter_provider, clock=clock)
