@@ -85,6 +85,8 @@ class NumbersConfig:
             if name != "regression_baseline" and getattr(settings, name, None) is not None:
                 values[name] = getattr(settings, name)
         baseline = getattr(settings, "regression_baseline", None)
+        if baseline is not None and hasattr(baseline, "key"):  # the settings' table
+            baseline = {"key": baseline.key, "value": getattr(baseline, "value", None)}
         if isinstance(baseline, Mapping):
             values["regression_key"] = baseline.get("key") or values.get("regression_key")
             values["regression_baseline"] = str(baseline.get("value") or PREVIOUS)

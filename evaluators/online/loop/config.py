@@ -24,7 +24,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from spanjudge.errors import ConfigError
 
-__all__ = ["Count", "Flag", "LoopSettings", "MonitorConfig", "Number", "error_lines"]
+__all__ = [
+    "Count",
+    "Flag",
+    "LoopSettings",
+    "MonitorConfig",
+    "Number",
+    "RegressionBaseline",
+    "error_lines",
+]
 
 
 def _not_bool(value: Any) -> Any:
@@ -50,6 +58,15 @@ Flag = Annotated[bool, BeforeValidator(_bool_or_text)]
 # interval overflows the scheduler's timedelta, a batch_size past 2**63 the SQL LIMIT).
 HOUR = 3600.0
 DAY = 86400.0
+
+
+class RegressionBaseline(BaseModel):
+    """The ``regression_baseline`` setting: a segment key and the baseline's value of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(min_length=1, max_length=200)
+    value: str = Field(default="previous", min_length=1, max_length=200)
 
 
 class LoopSettings(BaseModel):
@@ -138,6 +155,23 @@ class LoopSettings(BaseModel):
         gt=0,
         le=365 * DAY,
         description="How long a cached result is reused; older entries are pruned each tick.",
+    )
+
+    # the worker's numbers (spanjudge/worker/numbers.py, docs/numbers.md)
+    interval_keys: tuple[str, ...] = Field(
+        default=("service.version",),
+        max_length=8,
+        description="Segment keys the worker's pass-rate and mean-score gauges (with their "
+        "95% interval bounds) are split by, beside the unsplit row: service, service.version, "
+        "model, agent, or an attribute a rule lists in segment_keys.",
+    )
+    regression_baseline: RegressionBaseline | None = Field(
+        default=None,
+        description="The segment new ones are compared with, continuously: {key = "
+        '"service.version", value = "1.4.0"}, or value = "previous" (the default) for the '
+        "segment with the newest result against the one before it. Raises the "
+        "spanjudge_regression gauges, a WARNING and the SpanjudgeRegression alert. "
+        "null: no comparison.",
     )
 
     def monitor_config(self) -> MonitorConfig:
