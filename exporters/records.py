@@ -59,7 +59,13 @@ class SpanRecord:
             if value not in (None, ""):
                 return str(value)
         for key, value in a.items():
-            if isinstance(value, str) and value and key.endswith(attrs.CONVERSATION_ID_NAMES):
+            # the slice test first: endswith over the whole tuple costs more, on every span
+            if (
+                key[-2:] in ("id", "Id")
+                and isinstance(value, str)
+                and value
+                and key.endswith(attrs.CONVERSATION_ID_NAMES)
+            ):
                 return value
         return _metadata_conversation(a.get(attrs.METADATA_JSON))
 

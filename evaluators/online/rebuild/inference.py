@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from spanjudge.evaluators.online.rebuild.dialects import Document, kind_of, read_span, text
+from spanjudge.evaluators.online.rebuild.dialects import Document, read_span, text
 from spanjudge.exporters.records import SpanRecord
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def inferred_turns(tree: SpanTree) -> dict[Key, str]:
         by_trace.setdefault(span.trace_id, []).append(span)
     turns: dict[Key, str] = {}
     for spans in by_trace.values():
-        kinds = [kind_of(s) for s in spans]
+        kinds = [tree.dialect_kind(s) for s in spans]
         if "agent" in kinds or "llm" not in kinds:
             continue
         for span, kind in zip(spans, kinds, strict=True):
@@ -73,7 +73,7 @@ def inferred_turns(tree: SpanTree) -> dict[Key, str]:
             top = None
             for ancestor in tree.ancestors(span):
                 top = ancestor
-            if top is not None and kind_of(top) != "llm":
+            if top is not None and tree.dialect_kind(top) != "llm":
                 turns[key(top)] = TURN_RULE
     return turns
 

@@ -41,8 +41,16 @@ class SpanTree:
         for span in spans:
             self.children.setdefault((span.trace_id, span.parent_span_id or None), []).append(span)
         self._turns: dict[_Key, str] | None = None
+        self._kinds: dict[_Key, ViewKind | None] = {}
         self._collapsed: dict[str, dict[_Key, SpanRecord]] = {}
         self._retrievals: dict[_Key, tuple[list[Document], str] | None] = {}
+
+    def dialect_kind(self, span: SpanRecord) -> ViewKind | None:
+        """``kind_of(span)``, remembered: the tree rules ask it of every span, several times."""
+        at = (span.trace_id, span.span_id)
+        if at not in self._kinds:
+            self._kinds[at] = kind_of(span)
+        return self._kinds[at]
 
     def kind(self, span: SpanRecord) -> ViewKind | None:
         """The span's kind: its dialect's, or ``agent`` for an inferred turn."""
@@ -50,7 +58,7 @@ class SpanTree:
             self._turns = inference.inferred_turns(self)
         if self._turns and (span.trace_id, span.span_id) in self._turns:
             return "agent"
-        return kind_of(span)
+        return self.dialect_kind(span)
 
     def how_kind(self, span: SpanRecord) -> str | None:
         """The inference rule that gave the span its kind, ``None`` when its dialect did."""

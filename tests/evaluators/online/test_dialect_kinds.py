@@ -13,7 +13,7 @@ from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
 from spanjudge.exporters.records import SpanRecord
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"
-RECORDINGS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+RECORDINGS = sorted(p.name for p in FIXTURES.iterdir() if (p / "manifest.json").exists())
 
 
 def _spans(recording: str) -> list[SpanRecord]:

@@ -79,6 +79,8 @@ def finish(view: GenAIView, capture_setting: str) -> None:
         ("input", "input_text", _INPUT_SUFFIXES),
         ("actual_output", "output_text", _OUTPUT_SUFFIXES),
     ):
+        if view.kind not in ("llm", "agent"):
+            break  # a tool or a chain without text is no news
         if getattr(view, attr) is None and field_name not in view.notes:
             hit = _placeholder_attribute(span.attributes, suffixes)
             if hit is not None:
