@@ -19,9 +19,8 @@ Limits: at most :data:`MAX_STEPS` steps are kept (``steps_dropped`` counts the r
 kind, and a note says so); each step's arguments and result are cut at :data:`MAX_STEP_CHARS`,
 the task and the final output at :data:`~.context.MAX_FIELD_CHARS`, with the reader's visible
 marker. Memory is bounded by those limits whatever the trace holds; nothing here raises on bad
-spans (a span that cannot be read is left out with a note).
-
-The dataclasses are the contract the agentic metrics read; fields are only ever added.
+spans (a span that cannot be read is left out with a note). The dataclasses are the contract
+the agentic metrics read; fields are only ever added.
 
 Example::
 
@@ -219,8 +218,7 @@ def trace_trajectory(tree: SpanTree, trace_id: str) -> Trajectory:
     agents = [s for s in spans if tree.kind(s) == "agent" and tree.collapsed_into(s) is None]
     llms = [s for s in spans if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
     found.agent = next((read_span(s).agent_name for s in agents if read_span(s).agent_name), None)
-    own = [root, *agents, *llms]
-    text_in = cases._first_text(own, "input", {})
+    text_in = cases._first_text([root, *agents, *llms], "input", {})
     text_out = cases._first_text([root, *reversed(agents), *reversed(llms)], "actual_output", {})
     _fill(found, tree, [s for s in spans if s is not root], [root])
     _texts(found, text_in, text_out)
@@ -291,10 +289,15 @@ def _fill(
         if step.kind in ("model_call", "agent"):
             offer_tools(span, tools)
         step.agent = _owner(tree, span, owners)
+        previous = found.steps[-1] if found.steps else None
+        if step.kind == "handoff" and step.handoff_from is None:
+            # a hand-off leaves the agent that was acting
+            step.handoff_from = previous.agent if previous is not None else step.agent
         if step.kind == "agent":
             siblings = (span.trace_id, span.parent_span_id or None)
             before = last_agent.get(siblings)
-            if before is not None and before != step.name:
+            announced = previous is not None and previous.handoff_to == step.name
+            if before is not None and before != step.name and not announced:
                 step.handoff_from, step.handoff_to = before, step.name
             last_agent[siblings] = step.name
         found.steps.append(step)
@@ -328,17 +331,10 @@ def _step(tree: SpanTree, span: SpanRecord, index: int) -> Step | None:
         requested = [
             ToolRequest(c.name, bounded(c.arguments), c.call_id) for c in requested_tool_calls(span)
         ]
-        name = view.model or span.name
-        result = bounded(view.output_text)
         return Step(
-            index,
-            "model_call",
-            name,
-            span.span_id,
-            result=result,
-            error=error,
-            tool_calls=requested,
-        )
+            index, "model_call", view.model or span.name, span.span_id,
+            result=bounded(view.output_text), error=error, tool_calls=requested,
+        )  # fmt: skip
     if kind == "tool":
         name = view.tool.name if view.tool is not None and view.tool.name.strip() else span.name
         arguments = bounded(call_arguments(view.tool.arguments)) if view.tool is not None else None
@@ -389,9 +385,8 @@ def _owner(tree: SpanTree, span: SpanRecord, memo: dict[tuple[str, str], str | N
 
 
 def _texts(found: Trajectory, text_in: str | None, text_out: str | None) -> None:
-    truncated: list[str] = []
-    found.task = cap(text_in.strip(), "task", truncated) if text_in else None
-    found.final_output = cap(text_out.strip(), "final_output", truncated) if text_out else None
+    found.task = cap(text_in.strip(), "task", []) if text_in else None
+    found.final_output = cap(text_out.strip(), "final_output", []) if text_out else None
 
 
 def _evaluation(span: SpanRecord) -> bool:

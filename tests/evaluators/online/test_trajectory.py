@@ -140,12 +140,34 @@ def test_sub_agents_handoffs_and_plans_are_steps() -> None:
         ("handoff", "handoff"),
     ]
     steps = trajectory.steps
-    assert steps[1].handoff_to == "billing"
+    assert (steps[1].handoff_from, steps[1].handoff_to) == ("triage", "billing")
     assert steps[3].agent == "billing"  # the refund ran under the sub-agent
     assert (steps[4].handoff_from, steps[4].handoff_to) == ("billing", "notifier")
     assert (steps[5].handoff_from, steps[5].handoff_to) == ("notifier", "triage")
     assert len(trajectory.handoffs) == 3
     assert trajectory.agents == ["triage", "billing", "notifier"]
+
+
+def test_a_handoff_span_then_the_next_agent_is_one_handoff() -> None:
+    # the OpenAI Agents SDK: the first agent's model asks for transfer_to_billing, the SDK
+    # records a handoff span and runs the second agent beside the first
+    t = Trace()
+    root = t.span("Agent workflow", None, {})
+    triage = t.agent("triage", parent=root)
+    t.llm(parent=triage)
+    t.span("handoff to billing", root, {})
+    billing = t.agent("billing", parent=root)
+    t.tool("refund", {"id": 7}, parent=billing)
+    trajectory = trace_trajectory(SpanTree(t.spans), t.trace_id)
+    assert shape(trajectory) == [
+        ("agent", "triage"),
+        ("model_call", "gpt-4o-mini"),
+        ("handoff", "handoff to billing"),
+        ("agent", "billing"),
+        ("tool_call", "refund"),
+    ]
+    [handoff] = trajectory.handoffs
+    assert (handoff.handoff_from, handoff.handoff_to) == ("triage", "billing")
 
 
 # ============================================================ other dialects, made up
