@@ -19,6 +19,7 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from spanjudge.exporters import metric_names as mn
 from spanjudge.tracer import attributes as attr
+from spanjudge.worker import numbers as nm
 
 PROM_UID = "prometheus"
 TEMPO_UID = "tempo"
@@ -51,6 +52,9 @@ EMIT_DROPPED = scraped(mn.EMITTER_DROPPED, "counter")
 REQUESTS = scraped(mn.RECEIVER_REQUESTS, "counter")
 SPANS_IN = scraped(mn.RECEIVER_SPANS, "counter")
 AGREEMENT = scraped(mn.JUDGE_AGREEMENT)
+
+SEGMENT_PASS_RATE = scraped(nm.PASS_RATE)  # bound: estimate | low | high
+REGRESSION = scraped(nm.REGRESSION)
 
 # the dashboard's variables narrow every evaluation series
 METRIC_SEL = f'{mn.L_METRIC}=~"$metric"'
@@ -99,9 +103,31 @@ def agreement(stat: str, *labels: str) -> str:
     return f'{grouped} ({AGREEMENT}{{{mn.L_STAT}="{stat}", {METRIC_SEL}}})'
 
 
-def label_values(label: str) -> str:
-    """A variable query listing the values of ``label`` on the evaluations counter."""
-    return f"label_values({EVALS}, {label})"
+def label_values(label: str, series: str = EVALS) -> str:
+    """A variable query listing the values of ``label`` on ``series`` (the evaluations
+    counter by default)."""
+    return f"label_values({series}, {label})"
+
+
+# the band panel's variables: one rule, one segment key, one segment (a band per series)
+BAND_VARIABLES = (
+    ("band_rule", mn.L_RULE),
+    ("band_key", "segment_key"),
+    ("band_segment", "segment"),
+)
+BAND_SEL = ", ".join(f'{label}=~"${name}"' for name, label in BAND_VARIABLES)
+
+
+def pass_rate_bound(bound: str) -> str:
+    """One bound (``estimate``, ``low``, ``high``) of the pass rate of the band's selection,
+    as one series (``max``: the variables may match more than one when set to a regex)."""
+    return f'max({SEGMENT_PASS_RATE}{{{METRIC_SEL}, {BAND_SEL}, bound="{bound}"}})'
+
+
+def regression(stat: str) -> str:
+    """A statistic of the worker's comparison of each candidate segment with its baseline."""
+    labels = (mn.L_RULE, "measure", "baseline", "candidate")
+    return f'min by ({", ".join(labels)}) ({REGRESSION}{{{METRIC_SEL}, {mn.L_STAT}="{stat}"}})'
 
 
 _M = by(mn.L_METRIC)

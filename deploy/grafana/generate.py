@@ -20,6 +20,7 @@ from pathlib import Path
 
 # the sibling module: run as a script, this file's folder is first on sys.path
 import dashboard_queries as q
+import numbers_panels
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import heatmap, logs, loki, prometheus, stat, table, tempo
@@ -373,7 +374,9 @@ def build() -> dm.Dashboard:
         .link(link("Jaeger: failed evaluations", q.JAEGER_FAILED, new_tab=True))
     )
     variables(board)
-    for row in (scores, evaluations, agreement, spend_and_backlog, ingest, traces, events):
+    numbers_panels.variables(board)
+    rows = (scores, numbers_panels.numbers, evaluations, agreement, spend_and_backlog, ingest)
+    for row in (*rows, traces, events):
         row(board)
     model = board.build()
     model.schema_version = SCHEMA_VERSION

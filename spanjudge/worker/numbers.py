@@ -1,6 +1,6 @@
 """The worker's numbers: interval gauges per rule x segment and a continuous regression check.
 
-At most once per ``refresh_seconds`` (on a Prometheus scrape), the worker sums the store's
+At most once per ``interval_refresh_seconds`` (on a Prometheus scrape), the worker sums the store's
 results (one grouped query per key, ``summary_sums``) and publishes:
 
 * ``spanjudge_segment_pass_rate{rule, metric, segment_key, segment, bound}`` and
@@ -74,7 +74,7 @@ class NumbersConfig:
     regression_baseline: str = PREVIOUS  # a value of regression_key, or "previous"
     regression_window_seconds: float = 7 * 86400.0
     regression_alpha: float = 0.05
-    refresh_seconds: float = 60.0
+    interval_refresh_seconds: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Any) -> NumbersConfig:
@@ -157,7 +157,7 @@ class NumbersWatch:
         """Every gauge's (value, labels) rows, recomputed at most once per refresh."""
         now = self.clock()
         with self._lock:
-            if self._state is None or now - self._state[0] >= self.config.refresh_seconds:
+            if self._state is None or now - self._state[0] >= self.config.interval_refresh_seconds:
                 self._state = (now, self.compute(now))
             return self._state[1]
 

@@ -7,6 +7,7 @@ app in a child process whose OTLP exporter points at the worker's receiver.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -128,10 +129,11 @@ class LiveWorker:
             time.sleep(0.2)
 
 
-def send_demo_traffic(worker_url: str, conversation_id: str) -> None:
+def send_demo_traffic(worker_url: str, conversation_id: str, version: str = "1.0.0") -> None:
     """Run the demo app (single questions + the four-turn conversation, here under
     ``conversation_id``) in a child process, traced by spanjudge with its OTLP/HTTP exporter
-    pointed at the worker's receiver."""
+    pointed at the worker's receiver, as ``service.version`` ``version`` (the worker compares
+    versions: its regression gauges need two)."""
     code = (
         "import sys, spanjudge\n"
         "from spanjudge._demo import app as demo_app\n"
@@ -141,8 +143,10 @@ def send_demo_traffic(worker_url: str, conversation_id: str) -> None:
         "assert tracing.force_flush(), 'spans not exported'\n"
         "tracing.shutdown()\n"
     )
+    env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": f"service.version={version}"}
     subprocess.run(
         [sys.executable, "-c", code, worker_url, conversation_id],
+        env=env,
         cwd=ROOT,
         check=True,
         timeout=WAIT,
@@ -165,6 +169,9 @@ def worker_config(store_url: str, judge: ScriptedJudgeServer, sink: OtlpSink) ->
         "max_attempts": 1,
         # the live test labels a handful of results: the agreement alert may judge them
         "agreement_min_labels": 3,
+        # the live test sends two versions: the newer is compared with the older continuously
+        "regression_baseline": {"key": "service.version", "value": "previous"},
+        "interval_refresh_seconds": 1,
         "rules": [
             # the thresholds of `spanjudge demo`
             {

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from spanjudge.exporters import metric_names as mn
+from spanjudge.worker import numbers
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -48,6 +49,7 @@ INSTRUMENT_KINDS = {
     mn.EXPORTER_DROPPED: _COUNTER,
     mn.EXPORTER_WRITTEN: _COUNTER,
     mn.EMITTER_DROPPED: _COUNTER,
+    mn.EMITTER_EVENTS_NOT_ACCEPTED: _COUNTER,
     mn.RECEIVER_REQUESTS: _COUNTER,
     mn.RECEIVER_SPANS: _COUNTER,
     mn.ENRICH_FORWARDED: _COUNTER,
@@ -55,6 +57,8 @@ INSTRUMENT_KINDS = {
     mn.PLANNER_UNRECOGNISED_SPANS: _COUNTER,
     mn.RULES_NO_TARGET: _COUNTER,
     mn.JUDGE_AGREEMENT: _GAUGE,
+    # the worker's numbers (spanjudge/worker/numbers.py), on the same meter
+    **dict.fromkeys(numbers.METRICS, _GAUGE),
 }
 
 

@@ -134,6 +134,8 @@ def test_required_views_are_present(board: dict[str, Any]) -> None:
         "lag",
         "low scores",
         "latest failing evaluations",
+        "95% interval",
+        "regression check",
     ):
         assert words in titles, words
     kinds = {p["type"] for p in all_panels(board)}
@@ -178,7 +180,7 @@ def test_the_generator_builds_with_the_foundation_sdk() -> None:
     model = generator().build()
     assert isinstance(model, Dashboard)
     panels = model.panels or []
-    assert sum(isinstance(p, RowPanel) for p in panels) == 8
+    assert sum(isinstance(p, RowPanel) for p in panels) == 9
     assert all(type(p).__module__.startswith("grafana_foundation_sdk.") for p in panels)
 
 

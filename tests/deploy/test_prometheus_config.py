@@ -101,6 +101,7 @@ def test_expressions_use_only_series_the_worker_exports(expression: object) -> N
 def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
     # a new instrument must be classified, or its scraped names would be guessed wrong
     from spanjudge.exporters import metric_names as mn
+    from spanjudge.worker import numbers
     from tests.deploy.promql import INSTRUMENT_KINDS
 
     declared = {
@@ -108,7 +109,8 @@ def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
         for k, v in vars(mn).items()
         if k.isupper() and isinstance(v, str) and v.startswith("spanjudge.")
     }
-    assert declared == set(INSTRUMENT_KINDS)
+    # the worker's numbers declare their gauges in their own module
+    assert declared | set(numbers.METRICS) == set(INSTRUMENT_KINDS)
 
 
 def test_scraped_names_agree_with_the_names_documented_in_metric_names() -> None:
@@ -125,5 +127,8 @@ def test_scraped_names_agree_with_the_names_documented_in_metric_names() -> None
             documented.add(match.group(1))
             stem = match.group(1).rsplit("_", 1)[0] if match.group(2) else ""
             documented |= {stem + s.strip() for s in match.group(2).split("/") if s.strip()}
+    from spanjudge.worker import numbers
+
+    documented |= {name.replace(".", "_") for name in numbers.METRICS}  # documented there
     assert len(documented) >= 14
     assert documented == scraped_names()

@@ -71,8 +71,8 @@ class Live:
         return {name for name, _ in self.exposition}
 
 
-def send_round(worker: LiveWorker, conversation_id: str) -> None:
-    send_demo_traffic(worker.process.url, conversation_id)
+def send_round(worker: LiveWorker, conversation_id: str, version: str) -> None:
+    send_demo_traffic(worker.process.url, conversation_id, version)
     refused = httpx.post(
         worker.process.url + "/v1/traces",
         content=b"this is not an OTLP protobuf body",
@@ -91,10 +91,10 @@ def live(tmp_path_factory: pytest.TempPathFactory, live_worker: LiveWorker) -> I
         prom.wait_for_scrapes(1)
         # Round one creates the labelled series; counters must then move between scrapes
         # for rate()/increase() to see a change, hence round two.
-        send_round(live_worker, "demo-conversation-1")
+        send_round(live_worker, "demo-conversation-1", "1.0.0")
         first = live_worker.wait_idle(min_evaluations=1)
         prom.wait_for_scrapes(2)
-        send_round(live_worker, "demo-conversation-2")  # a new conversation is judged too
+        send_round(live_worker, "demo-conversation-2", "1.1.0")  # a new conversation and version
         live_worker.wait_idle(min_evaluations=total(first, "spanjudge_evaluations_total") + 1)
         # people disagree with every bias verdict: the agreement gauges and alert get data
         labelled = live_worker.label_against_the_judge(AGREEMENT_RULE)

@@ -125,7 +125,7 @@ def test_a_regression_against_the_previous_version_is_a_gauge_and_one_warning(
     fill(store, {"1.4.0": 0.95, "1.5.0": 0.70}, 300)
     registry = CollectorRegistry()
     numbers = NumbersWatch(
-        store, NumbersConfig(regression_key="service.version", refresh_seconds=0),
+        store, NumbersConfig(regression_key="service.version", interval_refresh_seconds=0),
         prometheus_meter_provider(registry),
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="spanjudge.regressions"):

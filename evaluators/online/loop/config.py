@@ -165,6 +165,13 @@ class LoopSettings(BaseModel):
         "95% interval bounds) are split by, beside the unsplit row: service, service.version, "
         "model, agent, or an attribute a rule lists in segment_keys.",
     )
+    interval_refresh_seconds: Number = Field(
+        default=60.0,
+        ge=1,
+        le=DAY,
+        description="How often (at most, on a scrape) the worker sums the results again for "
+        "its interval and regression gauges: one grouped query per key.",
+    )
     regression_baseline: RegressionBaseline | None = Field(
         default=None,
         description="The segment new ones are compared with, continuously: {key = "

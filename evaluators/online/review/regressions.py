@@ -114,9 +114,11 @@ def _decide(
     measure: str, base: Estimate, cand: Estimate, variances: tuple[float, float], enough: bool,
     alpha: float,
 ) -> Effect:  # fmt: skip
-    if base.value is None or cand.value is None or not enough:
+    if base.value is None or cand.value is None:
         return Effect(measure, base, cand, Estimate(None), None, TOO_FEW, alpha)
     difference = cand.value - base.value
+    if not enough:  # the effect as it stands, without an interval or a decision
+        return Effect(measure, base, cand, Estimate(difference), None, TOO_FEW, alpha)
     variance = max(sum(variances), MIN_VARIANCE)
     half = mixture_boundary(1 / variance, alpha)
     e_value = mixture_e_value(difference, variance, alpha)
