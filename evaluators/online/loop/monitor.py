@@ -270,7 +270,7 @@ class Monitor:
                 redos = [Redo(job_id, "retry_errors") for job_id in errored]
                 report.retried_errors = self.store.redo_jobs(redos, now=now)
             traces, conversations = self.store.targets_since(since=since, until=until or now)
-            self.planner.plan_traces(traces, report, now)
+            self.planner.plan_traces(traces, report, now, every_target=True)
             self.planner.plan_conversations(conversations, report, now)
             self._drain(report, progress)
         return report

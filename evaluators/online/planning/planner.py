@@ -44,7 +44,7 @@ from spanjudge.evaluators.online.rebuild.targets import (
 from spanjudge.exporters.logtext import log_text
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import LEASED, PENDING, JobSpec, SpanStore
-from spanjudge.exporters.store.items import PlannedJob, Redo
+from spanjudge.exporters.store.items import Redo
 
 if TYPE_CHECKING:
     from spanjudge.exporters.telemetry import Telemetry
@@ -176,17 +176,25 @@ class Planner:
         now: float,
         *,
         arrived_before: float | None = None,
+        every_target: bool = False,
     ) -> None:
         """Plan these traces, a page at a time: each page's spans are read a chunk of traces at
         a time, and its jobs and its "planned" marks are written in one transaction.
         ``arrived_before``: the settle cutoff the ids were read with (a trace that got a span
-        since is left to settle again)."""
+        since is left to settle again). ``every_target`` (backfill): a trace that got late
+        spans is planned for all its targets, not only theirs."""
         for start in range(0, len(trace_ids), PAGE):
-            self._plan_trace_page(trace_ids[start : start + PAGE], report, now, arrived_before)
+            page = trace_ids[start : start + PAGE]
+            self._plan_trace_page(page, report, now, arrived_before, every_target)
         self.coverage.flush()
 
     def _plan_trace_page(
-        self, page: Sequence[str], report: TickReport, now: float, arrived_before: float | None
+        self,
+        page: Sequence[str],
+        report: TickReport,
+        now: float,
+        arrived_before: float | None,
+        every_target: bool,
     ) -> None:
         specs: list[JobSpec] = []
         late = self.store.late_spans(page)
@@ -200,7 +208,7 @@ class Planner:
                 by_trace = load_traces(self.store, chunk)
                 for trace_id in chunk:
                     before, spans = len(specs), by_trace.get(trace_id, [])
-                    since = late_among(spans, late.get(trace_id))
+                    since = None if every_target else late_among(spans, late.get(trace_id))
                     self._plan_trace(spans, specs, report, now, planned, since)
                     if since is not None:
                         counts.trace(trace_id, since, targets=len(specs) - before)
@@ -306,20 +314,27 @@ class Planner:
                     continue
                 for rule in conv_rules:
                     job = jobs.get((rule.name, conversation_id))
-                    if job is not None:
-                        again = self._again(rule, job, target, spans, report, now)
-                        if again is LEASED:
-                            held.add(conversation_id)
-                        elif isinstance(again, Redo):
-                            redos.append(again)
-                    elif rule.matches(target):
-                        if self._sampled(rule, target, report):
-                            spec = self._admit(rule, target, report, now)
-                            if spec is not None:
-                                specs.append(spec)
-                    else:
+                    if job is not None and job.state == LEASED:
+                        # being judged, maybe without the latest turns: look again next pass
+                        held.add(conversation_id)
+                        continue
+                    if job is not None and (job.state == PENDING or covers(job.result, target)):
+                        continue  # it reads every turn when it runs, or it saw them all
+                    if not rule.matches(target):
                         self.skip(rule, "filtered", report)
                         self.coverage.conversation(rule, "filtered", conversation_id, spans)
+                        continue
+                    if not self._sampled(rule, target, report):
+                        continue
+                    spec = self._admit(rule, target, report, now)
+                    if spec is None:
+                        continue
+                    if job is None:
+                        specs.append(spec)
+                        continue
+                    # judged before, and turns came since: judged again over all of them
+                    logger.debug("conversation %s judged again", log_text(conversation_id))
+                    redos.append(Redo(job.job_id, "new_turns", spec.trace_id, spec.span_id))
             rejudged = self.store.redo_jobs(redos, now=now) if redos else 0
             marked = [c for c in page if c not in held]
             report.jobs_enqueued += self.store.enqueue_planned(
@@ -331,39 +346,6 @@ class Planner:
             self._late(LateCounts(conversations=rejudged))
         self.coverage.flush()
         return held_total
-
-    def _again(
-        self,
-        rule: Rule,
-        job: PlannedJob,
-        target: Target,
-        spans: list[SpanRecord],
-        report: TickReport,
-        now: float,
-    ) -> Redo | str | None:
-        """What a conversation's existing job needs now: :data:`LEASED` (it is being judged,
-        maybe without the latest turns: look again next pass), a :class:`Redo` (finished, and
-        the conversation has turns its result did not see), or nothing."""
-        if job.state == LEASED:
-            return LEASED
-        if job.state == PENDING:
-            return None  # it reads every turn when it runs
-        if covers(job.result, target):
-            return None
-        if not rule.matches(target):
-            self.skip(rule, "filtered", report)
-            self.coverage.conversation(rule, "filtered", target.target_id, spans)
-            return None
-        if not self._sampled(rule, target, report):
-            return None
-        if self._admit(rule, target, report, now) is None:
-            return None
-        logger.debug(
-            "conversation %s has new turns since rule %s judged it: judged again",
-            log_text(target.target_id),
-            rule.name,
-        )
-        return Redo(job.job_id, "new_turns", trace_id=target.trace_id, span_id=target.span_id)
 
     def _sampled(self, rule: Rule, target: Target, report: TickReport) -> bool:
         if is_sampled(rule.name, target.target_id, rule.sample_rate):

@@ -157,3 +157,21 @@ def test_a_conversation_with_a_new_turn_after_it_was_judged_is_judged_again(
     clock.advance(IDLE + 1)
     assert mon.tick().rejudged_conversations == 0
     assert len(store.superseded_results()) == 1
+
+
+def test_backfill_plans_every_target_of_a_trace_that_got_late_spans(
+    store: SpanStore, offline_judge: ScriptedJudgeServer, clock: Clock
+) -> None:
+    trace = Trace()
+    root = trace.agent()
+    first = trace.llm(parent=root)
+    store.write_spans([root, first], now=clock())
+    store.mark_planned(traces=[trace.trace_id], now=clock() + SETTLE)  # before the rule existed
+    late = trace.llm("And the invoice?", "It is attached.", parent=root)
+    store.write_spans([late], now=clock() + SETTLE + 1)
+    mon = monitor(store, None, clock, bias(offline_judge.judge()))  # a rule added since
+
+    report = mon.backfill(since=clock() - 1, until=clock() + 100)
+    assert report.scored == 2, "the new rule's targets in the spans planned before, too"
+    assert keys(store) == sorted([("bias-llm", first.span_id), ("bias-llm", late.span_id)])
+    assert store.late_spans([trace.trace_id]) == {}
