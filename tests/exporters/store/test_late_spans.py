@@ -5,6 +5,9 @@ span that arrives while its page is being planned leaves the trace to settle aga
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 from spanjudge.exporters.store import SpanStore
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.store.test_store import SETTLE, T0, job, sid, span, tid
@@ -118,3 +121,32 @@ def test_retention_forgets_late_spans(store: SpanStore) -> None:
     store.write_spans([span(1, 2, parent=1)], now=LATER)
     store.delete_older_than(LATER + 1)
     assert store.late_spans([tid(1)]) == {}
+
+
+def test_a_planner_waiting_on_a_write_in_flight_sees_its_arrival(
+    store_factory: Callable[[], SpanStore],
+) -> None:
+    writer, planner = store_factory(), store_factory()
+    writer.write_spans([span(1, 1)], now=T0)
+    page = settled(planner, LATER)
+    marked = threading.Event()
+
+    def plan() -> None:
+        planner.enqueue_planned(
+            [job(tid(1))], traces=page, now=LATER, arrived_before=LATER - SETTLE
+        )
+        marked.set()
+
+    with writer.transaction() as cur:  # type: ignore[attr-defined]
+        # a write in flight: the trace's row is updated (locked) and not committed yet
+        cur.execute(
+            writer.q("UPDATE traces SET last_arrival = ? WHERE trace_id = ?"),  # type: ignore[attr-defined]
+            (LATER, tid(1)),
+        )
+        thread = threading.Thread(target=plan)
+        thread.start()
+        assert not marked.wait(0.5), "the marks wait for the write"
+    thread.join(30)
+    assert marked.is_set()
+    assert settled(planner, LATER + SETTLE) == [tid(1)], "left to settle again, not marked"
+    assert planner.stats(now=LATER).pending == 1
