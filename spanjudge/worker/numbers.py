@@ -237,7 +237,7 @@ def _log_worse(row: Comparison, measure: str) -> None:
     d = effect.difference
     logger.warning(
         "regression: rule %s %s is worse with %s=%s than with %s=%s: %s %.3f -> %.3f, effect "
-        "%.3f [%.3f, %.3f] (%.0f%% confidence sequence, e-value %.1f)",
+        "%.3f [%.3f, %.3f] (%.0f%% confidence sequence, e-value %.3g)",
         row.rule, measure.replace("_", " "), row.key, row.candidate, row.key, row.baseline,
         measure.replace("_", " "), effect.baseline.value, effect.candidate.value,
         d.value, d.low, d.high, 100 * (1 - effect.alpha), effect.e_value,
