@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,10 +150,16 @@ MISTAKES = _mistakes()
 
 @dataclass(frozen=True)
 class Outcome:
-    code: int
+    code: int | None  # None: still running when the cases were given up on (it started)
     out: str
     err: str
     port: int  # the case's receiver_port
+    listened: bool  # something answered on it while the worker ran
+
+
+# A mistake stops the worker within seconds; one still running after this long has started
+# (the regression the test looks for), and is stopped.
+GIVE_UP_SECONDS = 90
 
 
 @pytest.fixture(scope="module")
@@ -171,15 +178,17 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
             folder = tmp_path_factory.mktemp("mistake")
             path = worker_file(folder, judge_port, mistake, port, taken_port)
             started[name] = (run_worker(path, mistake.env), port)
+        deadline = time.monotonic() + GIVE_UP_SECONDS
         found = {}
         for name, (process, port) in started.items():
             try:
-                out, err = process.communicate(timeout=120)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.communicate()
-            found[name] = Outcome(process.returncode, out, err, port)
+                out, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                found[name] = Outcome(process.returncode, out, err, port, listened=False)
+            except subprocess.TimeoutExpired:
+                listened = accepts(port)
+                process.kill()
+                out, err = process.communicate()
+                found[name] = Outcome(None, out, err, port, listened=listened)
         yield found
 
 
@@ -233,6 +242,8 @@ def test_a_setup_mistake_is_one_line_naming_the_key_before_anything_listens(
     err = outcome.err
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err + outcome.out, err
+    assert outcome.code is not None, f"the worker started and kept running: {err}"
+    assert not outcome.listened
     assert outcome.code == mistake.code, err
     assert len(lines) == 1, err  # one line: nothing logged before it, no hint on a second line
     assert lines[0].startswith("error: "), err
