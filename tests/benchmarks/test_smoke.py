@@ -38,8 +38,8 @@ PARALLEL_RUNS = 3
 def _check_interop(doc: dict[str, Any]) -> None:
     (row,) = doc["libraries"]
     assert row["recording"] == "spanjudge"
-    assert row["scored"] == row["evaluations_owed"] == 21
-    assert row["errors"] == 0
+    assert row["scored_right"] == row["evaluations_owed"] == 21
+    assert row["duplicates"] == row["evaluated_not_owed"] == row["errors"] == 0
 
 
 def _check_judge_cost(doc: dict[str, Any]) -> None:
@@ -113,6 +113,14 @@ def _check_worker(doc: dict[str, Any]) -> None:
     assert (run["workers"], run["evaluations"]) == (1, 6)
 
 
+def _check_summaries(doc: dict[str, Any]) -> None:
+    run = doc["postgresql"]
+    assert run["results"] == 2000
+    assert run["summary_rows"] == 4 * 6  # rules x service versions
+    assert set(run["summary_sums_seconds"]) == {"unsplit", "service.version", "model"}
+    assert len(run["cli_seconds"]) == 3
+
+
 # script -> (extra arguments, top-level keys, outcome checks); the slowest first, so the three
 # parallel runs overlap them with the quick ones
 SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]] = {
@@ -166,6 +174,7 @@ SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]]
         _check_planning,
     ),
     "store_write": ([], {"benchmark", "spans", "sqlite", "postgresql"}, _check_store_write),
+    "summaries": ([], {"benchmark", "machine", "postgresql"}, _check_summaries),
 }
 
 
