@@ -26,6 +26,13 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_planner_unrecognised_spans_total          counter    service
     spanjudge_rules_no_target_total                     counter    rule, reason
     spanjudge_judge_agreement                           gauge      rule, metric, stat
+    spanjudge_judge_outages_total                       counter    (none)
+    spanjudge_judge_failed_attempts_total               counter    (none)
+    spanjudge_judge_gave_up_total                       counter    (none)
+    spanjudge_judge_down                                gauge      (none)
+    spanjudge_planner_late_spans_total                  counter    (none)
+    spanjudge_planner_replanned_total                   counter    kind
+    spanjudge_store_file_changes_total                  counter    (none)
 
 Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
 ``deploy/`` use these scraped names.
@@ -121,7 +128,25 @@ AGREEMENT_STATS: Final = (
     "min_labels",
 )
 
+# Judge outages as this process saw them (evaluators/online/loop/outage.py JudgeHealth), read
+# per scrape: outages begun, attempts failed transiently (timeouts, 429, 5xx, connection errors),
+# evaluations recorded as errors after their last attempt; the gauge is 1 while an outage lasts
+JUDGE_OUTAGES: Final = "spanjudge.judge.outages"
+JUDGE_FAILED_ATTEMPTS: Final = "spanjudge.judge.failed_attempts"
+JUDGE_GAVE_UP: Final = "spanjudge.judge.gave_up"
+JUDGE_DOWN: Final = "spanjudge.judge.down"
+# Late arrivals planned again (evaluators/online/planning/late.py LateCounts), read per scrape:
+# spans that came after their trace was planned, and what was planned again, labels: kind
+# (trace: a trace re-planned for late spans | conversation: judged again over new turns)
+PLANNER_LATE_SPANS: Final = "spanjudge.planner.late_spans"
+PLANNER_REPLANNED: Final = "spanjudge.planner.replanned"
+REPLANNED_KINDS: Final = ("trace", "conversation")
+# Times the SQLite store file was found deleted or replaced while open (SQLiteStore.file_changes;
+# no series for a PostgreSQL store)
+STORE_FILE_CHANGES: Final = "spanjudge.store.file_changes"
+
 # label keys
+L_KIND: Final = "kind"
 L_STAT: Final = "stat"
 L_METRIC: Final = "metric"
 L_LABEL: Final = "label"

@@ -39,6 +39,10 @@ logger = logging.getLogger("spanjudge.telemetry")
 BacklogState = tuple[Mapping[str, int], float | None]
 # (rule, metric, stat, value) rows of the agreement gauge
 AgreementRows = Iterable[tuple[str, str, str, float]]
+# (outages, failed attempts, evaluations given up, down now) of the judge-health instruments
+JudgeState = tuple[int, int, int, bool]
+# (late spans, traces re-planned, conversations judged again) of the late-arrival counters
+LateState = tuple[int, int, int]
 
 # Scores live in [0, 1]; a tenth per bucket reads well on a heatmap.
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -139,6 +143,27 @@ class Telemetry:
             names.JUDGE_AGREEMENT,
             callbacks=[self._observe_agreement],
             description="Judge-human agreement by rule, metric and statistic",
+        )
+        self._operations_instruments(meter)
+
+    def _operations_instruments(self, meter: metrics.Meter) -> None:
+        """Counts kept by parts this module may not import (the loop's judge health, the
+        planner's late arrivals, the SQLite store), read per scrape through callbacks."""
+        self._judge_fn: Callable[[], JudgeState] | None = None
+        self._late_fn: Callable[[], LateState] | None = None
+        self._file_changes_fn: Callable[[], int | None] | None = None
+        counters = (
+            (names.JUDGE_OUTAGES, self._judge_observer(0), "Judge outages begun"),
+            (names.JUDGE_FAILED_ATTEMPTS, self._judge_observer(1), "Judge attempts failed"),
+            (names.JUDGE_GAVE_UP, self._judge_observer(2), "Evaluations given up as errors"),
+            (names.PLANNER_LATE_SPANS, self._observe_late_spans, "Spans after their plan"),
+            (names.PLANNER_REPLANNED, self._observe_replanned, "Planned again, by kind"),
+            (names.STORE_FILE_CHANGES, self._observe_file_changes, "Store file replaced"),
+        )
+        for name, callback, description in counters:
+            meter.create_observable_counter(name, callbacks=[callback], description=description)
+        meter.create_observable_gauge(
+            names.JUDGE_DOWN, callbacks=[self._judge_observer(3)], description="1: judge failing"
         )
 
     def prime(self, rules: Sequence[str] = (), *, services: Sequence[str] = ()) -> None:
@@ -257,6 +282,51 @@ class Telemetry:
             Observation(value, {names.L_RULE: rule, names.L_METRIC: metric, names.L_STAT: stat})
             for rule, metric, stat, value in rows
         ]
+
+    # --- judge health, late arrivals, store file ------------------------------------------
+    def set_operations_callbacks(
+        self,
+        *,
+        judge: Callable[[], JudgeState] | None = None,
+        late: Callable[[], LateState] | None = None,
+        file_changes: Callable[[], int | None] | None = None,
+    ) -> None:
+        """Callbacks read per scrape: ``judge()`` -> (outages, failed attempts, given up,
+        down), ``late()`` -> (late spans, traces re-planned, conversations judged again),
+        ``file_changes()`` -> times the store file changed (None: not a file store)."""
+        self._judge_fn, self._late_fn, self._file_changes_fn = judge, late, file_changes
+
+    @staticmethod
+    def _read(fn: Callable[[], Any] | None, what: str) -> Any:
+        if fn is None:
+            return None
+        try:
+            return fn()
+        except Exception:
+            logger.debug("%s callback failed", what, exc_info=True)
+            return None
+
+    def _judge_observer(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            state = self._read(self._judge_fn, "judge health")
+            return [] if state is None else [Observation(int(state[index]))]
+
+        return observe
+
+    def _observe_late_spans(self, options: CallbackOptions) -> Iterable[Observation]:
+        state = self._read(self._late_fn, "late arrivals")
+        return [] if state is None else [Observation(int(state[0]))]
+
+    def _observe_replanned(self, options: CallbackOptions) -> Iterable[Observation]:
+        state = self._read(self._late_fn, "late arrivals")
+        if state is None:
+            return []
+        kinds = zip(names.REPLANNED_KINDS, state[1:], strict=True)
+        return [Observation(int(n), {names.L_KIND: kind}) for kind, n in kinds]
+
+    def _observe_file_changes(self, options: CallbackOptions) -> Iterable[Observation]:
+        changes = self._read(self._file_changes_fn, "store file changes")
+        return [] if changes is None else [Observation(int(changes))]
 
     # --- exporter / emitter / receiver ---------------------------------------------------
     def record_exporter_written(self, count: int) -> None:

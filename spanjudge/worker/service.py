@@ -130,6 +130,7 @@ class Worker:
         self._ready = threading.Event()
         self._agreement: tuple[float, list[tuple[str, str, str, float]]] | None = None
         self.telemetry.set_agreement_callback(self.agreement_rows)
+        self._wire_operations_metrics()
         self.numbers = watch_numbers(self.store, settings, self.meter_provider, clock=clock)
         self.app = create_receiver_app(
             sink=self.gate.write,
@@ -147,6 +148,17 @@ class Worker:
                 stored=self._send_label,
             ),
             keep_span_bytes=self.enricher is not None,  # forwarded as received
+        )
+
+    def _wire_operations_metrics(self) -> None:
+        """The judge-health, late-arrival and store-file counters, read per scrape from the
+        loop and the store (exporters may not import the evaluators: callbacks wired here)."""
+        health, late = self.monitor.runner.health, self.monitor.planner.late
+        store = self.store
+        self.telemetry.set_operations_callbacks(
+            judge=lambda: (health.outages, health.failed, health.gave_up, health.down),
+            late=lambda: (late.spans, late.traces, late.conversations),
+            file_changes=lambda: getattr(store, "file_changes", None),
         )
 
     def _send_label(self, label: Any) -> None:
