@@ -80,7 +80,7 @@ def _messages(raw: str, want_role: str) -> list[Any] | None:
     """The message list in ``raw`` (a list, or a mapping holding one) when one of its messages
     has ``want_role``."""
     parsed = text.maybe_json(raw)
-    candidates: list[Any] = []
+    candidates: list[list[Any]] = []
     if isinstance(parsed, list):
         candidates.append(parsed)
     elif isinstance(parsed, Mapping):

@@ -109,9 +109,9 @@ def _messages(a: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str
             message.setdefault("parts", []).append({"type": "text", "content": value})
         elif rest.startswith("tool_calls.") and rest.endswith((".name", ".arguments")):
             # tool_calls.N.tool_call.function.{name,arguments}
-            index, _, field = rest[len("tool_calls.") :].partition(".")
+            call_index, _, field = rest[len("tool_calls.") :].partition(".")
             calls = message.setdefault("tool_calls", {})
-            calls.setdefault(index, {})[field.rsplit(".", 1)[-1]] = value
+            calls.setdefault(call_index, {})[field.rsplit(".", 1)[-1]] = value
     return (
         [found["input"][i] for i in sorted(found["input"])],
         [found["output"][i] for i in sorted(found["output"])],
