@@ -307,3 +307,57 @@ def test_inferred_fields_is_a_rule_key_in_the_worker_file() -> None:
     )
     assert build_rule(settings.rules[0], JUDGE, 0).inferred_fields is False
     assert build_rule(settings.rules[0].model_copy(update={"inferred_fields": True}), JUDGE, 0)
+
+
+def test_token_usage_in_current_and_older_names() -> None:
+    trace = Trace()
+    current = trace.span(
+        "chat",
+        attributes={
+            attrs.GEN_AI_OPERATION_NAME: "chat",
+            "gen_ai.usage.input_tokens": 12,
+            "gen_ai.usage.output_tokens": 3,
+        },
+    )
+    older = trace.span(
+        "chat",
+        attributes={
+            attrs.GEN_AI_OPERATION_NAME: "chat",
+            "gen_ai.usage.prompt_tokens": 7,
+            "gen_ai.usage.completion_tokens": 2,
+        },
+    )
+    openinference = trace.span(
+        "llm",
+        attributes={
+            "openinference.span.kind": "LLM",
+            "llm.token_count.prompt": 5,
+            "llm.token_count.completion": 1,
+        },
+    )
+    assert [(read_span(s).input_tokens, read_span(s).output_tokens) for s in trace.spans] == [
+        (12, 3),
+        (7, 2),
+        (5, 1),
+    ]
+    assert current is not older is not openinference
+
+
+def test_newer_semconv_operations_are_read() -> None:
+    trace = Trace()
+    agent = trace.span(
+        "invoke_agent a",
+        attributes={attrs.GEN_AI_OPERATION_NAME: "invoke_agent", "gen_ai.agent.id": "asst_1"},
+    )
+    memory = trace.span(
+        "search_memory",
+        agent,
+        {
+            attrs.GEN_AI_OPERATION_NAME: "search_memory",
+            "gen_ai.memory.records": json.dumps([{"id": "m1", "content": DOC, "score": 0.9}]),
+        },
+    )
+    plan = trace.span("plan", agent, {attrs.GEN_AI_OPERATION_NAME: "plan"})
+    assert read_span(agent).agent_name == "asst_1"
+    assert read_span(memory).kind == "retriever" and read_span(memory).document_texts == [DOC]
+    assert read_span(plan).kind == "chain"

@@ -169,6 +169,10 @@ def _fill_ids(view: GenAIView, a: Mapping[str, Any]) -> None:
         )
     if view.response_id is None:
         view.response_id = _str(a.get(attrs.GEN_AI_RESPONSE_ID))
+    if view.input_tokens is None:
+        view.input_tokens = _count(a, _INPUT_TOKENS)
+    if view.output_tokens is None:
+        view.output_tokens = _count(a, _OUTPUT_TOKENS)
 
 
 def _sourced(view: GenAIView, before: tuple[Any, ...], how: str) -> None:
@@ -367,6 +371,27 @@ def _read_tool(view: GenAIView) -> None:
         call_id=_str(a.get(attrs.GEN_AI_TOOL_CALL_ID)),
         description=_str(a.get(attrs.GEN_AI_TOOL_DESCRIPTION)),
     )
+
+
+# current names first, then the older ones still written (and OpenInference's)
+_INPUT_TOKENS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_TOKENS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+
+
+def _count(a: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = a.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _str(value: Any) -> str | None:

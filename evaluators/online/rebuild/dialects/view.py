@@ -46,6 +46,8 @@ class GenAIView:
     * ``input_text`` / ``output_text``: the turn's or call's question and answer;
     * ``system_text``: system instructions the model was given (a fallback context source);
     * ``documents``: retrieved documents (``None``: the span lists none);
+    * ``input_tokens`` / ``output_tokens``: the model call's token usage, in the current
+      semconv names or the older ``prompt``/``completion`` ones;
     * ``notes``: per field, why it is empty (a bad value, a size limit, a Python repr);
     * ``found``: per field that is set, how it was found (``"openinference attributes"``,
       ``"event gen_ai.choice"``); the tree rules add theirs when a case is rebuilt;
@@ -66,6 +68,8 @@ class GenAIView:
     system_text: str | None = None
     documents: list[Document] | None = None
     tool: ToolCallView | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     notes: dict[str, str] = field(default_factory=dict)
     found: dict[str, str] = field(default_factory=dict)
     capture_off: str | None = None
