@@ -121,11 +121,25 @@ class LogEvent:
     scope_name: str | None = None
 
 
-def evaluation_span_id(rule: str, target_type: TargetType, target_id: str) -> str:
+def evaluation_span_id(
+    rule: str, target_type: TargetType, target_id: str, revision: int = 0
+) -> str:
     """The evaluation span's id, derived from (rule, target) so a re-emitted result is the
     same span and a backend that de-duplicates by id shows it once. 16 lower-case hex chars,
-    never all zeros (an invalid span id in OTel)."""
-    digest = hashlib.sha256(f"{rule}\x1f{target_type}\x1f{target_id}".encode()).hexdigest()
+    never all zeros (an invalid span id in OTel).
+
+    ``revision`` (how many earlier results of the target were superseded: an errored result
+    redone by ``backfill --retry-errors``, a conversation judged again) is folded in when it
+    is not 0, so a redone result is a span of its own while a never-redone result keeps the
+    id it always had::
+
+        first = evaluation_span_id("bias", "agent", "00f1")
+        assert evaluation_span_id("bias", "agent", "00f1", revision=1) != first
+    """
+    key = f"{rule}\x1f{target_type}\x1f{target_id}"
+    if revision:
+        key += f"\x1f{revision}"
+    digest = hashlib.sha256(key.encode()).hexdigest()
     return digest[:16] if int(digest[:16], 16) else digest[16:32]
 
 
@@ -173,10 +187,12 @@ class EvaluationRecord:
     # what the result is grouped by in summaries and comparisons (service, service.version,
     # model, agent and the rule's segment_keys): evaluators/online/review/segments.py
     segments: dict[str, str] | None = None
+    # earlier results of this target superseded when this one was made (0: the first)
+    revision: int = 0
 
     @property
     def evaluation_span_id(self) -> str:
-        return evaluation_span_id(self.rule, self.target_type, self.target_id)
+        return evaluation_span_id(self.rule, self.target_type, self.target_id, self.revision)
 
 
 @dataclass(slots=True)

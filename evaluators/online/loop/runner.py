@@ -197,6 +197,14 @@ class Runner:
             logger.warning("could not load spans for job %s: %s", job.job_id, log_text(exc))
             spans, target = [], None
         record = new_record(rule, job, target, started)
+        # a redone job (retry_errors, new_turns) gets an evaluation span id of its own: one per
+        # result the target had before (one query, 0 rows for almost every job; it reads the
+        # rule's superseded rows, as the store has no job_id filter for them)
+        record.revision = len(
+            self.store.superseded_results(
+                rule=job.rule, target_id=job.target_id, limit=MAX_REVISIONS
+            )
+        )
         if target is None:
             mark_skipped(record, "target spans not found in the store (deleted by retention?)")
             return record, None, None
@@ -261,6 +269,11 @@ class Runner:
             if target.target_id == job.target_id:
                 return spans, target
         return spans, None
+
+
+# Results of one target counted for its revision; a target redone more often than this shares
+# its last evaluation span id (a conversation judged again after each of 10,000 new turns).
+MAX_REVISIONS = 10_000
 
 
 def new_record(rule: Rule, job: Job, target: Target | None, started: float) -> EvaluationRecord:
