@@ -1,8 +1,9 @@
 """``POST /v1/feedback``: a person's label in as JSON, the stored label's id out.
 
 Served by the receiver (:func:`~spanjudge.exporters.otlp.receiver.create_receiver_app` with
-``feedback_sink``) under the same bearer token, body limits and error answers as
-``/v1/traces``: 401 without the token, 413 over the size limits, 415 for a body that is not
+``feedback_sink``) under the same bearer token and error answers as ``/v1/traces``: 401 without
+the token, 413 over :data:`MAX_FEEDBACK_BYTES` plain or inflated (or the receiver's limits
+when lower: a label is a few hundred bytes), 415 for a body that is not
 ``application/json`` (gzip allowed), 503 with ``Retry-After`` when the store fails; the sink's
 ``ValueError`` is the client's mistake: 400, or its ``status`` attribute (404 for an unknown
 target). Errors come as ``{"code": ..., "message": ...}`` (``google.rpc.Status`` in JSON).
@@ -37,6 +38,12 @@ logger = logging.getLogger("spanjudge.receiver")
 
 FeedbackSink = Callable[[bytes], dict[str, Any]]
 
+# A label with a long note is a few KB. Under the receiver's 64 MiB inflated, a body of
+# ``[[],[],...]`` made 22 million lists (about 1.2 GB) before the sink could refuse it; 1 MiB
+# of it loads as 26 MB at most (measured: lists or objects; numbers 12 MB, strings 4 MB), and
+# still takes JSON nested 100,000 deep to the sink's 400 "nested too deeply".
+MAX_FEEDBACK_BYTES = 2**20
+
 
 def feedback_endpoint(
     sink: FeedbackSink,
@@ -46,7 +53,8 @@ def feedback_endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     """The request handler; ``check_auth``, ``answer`` (telemetry) and ``limits`` (body bytes,
     decompressed bytes) are the receiver's."""
-    max_body_bytes, max_decompressed_bytes = limits
+    max_body_bytes = min(limits[0], MAX_FEEDBACK_BYTES)
+    max_decompressed_bytes = min(limits[1], MAX_FEEDBACK_BYTES)
 
     async def feedback(request: Request) -> Response:
         media = media_type(request.headers.get("content-type"))
