@@ -69,6 +69,8 @@ class SpanRow:
     start: int
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]]
+    # "ERROR: <message>" / "OK", empty when unset (tool errors live here in some frameworks)
+    status: str = ""
 
     @property
     def label(self) -> str:
@@ -95,6 +97,13 @@ class Decoded:
     resources: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _status(span: Span) -> str:
+    if not span.status.code:
+        return ""
+    code = "ERROR" if span.status.code == 2 else "OK"
+    return f"{code}: {span.status.message}" if span.status.message else code
+
+
 def decode(folder: Path) -> Decoded:
     out = Decoded()
     for path in sorted(folder.glob("*-traces.pb")) + sorted(folder.glob("*-logs.pb")):
@@ -116,6 +125,7 @@ def decode(folder: Path) -> Decoded:
                                 s.start_time_unix_nano,
                                 attrs_of(s.attributes),
                                 [(e.name, attrs_of(e.attributes)) for e in s.events],
+                                _status(s),
                             )
                         )
         else:
@@ -222,6 +232,12 @@ def summary(folder: Path) -> str:
     keys = sorted({k for r in decoded.resources for k in r})
     merged = {k: v for r in decoded.resources for k, v in r.items()}
     out += [f"- `{k}` = {cut(merged[k])}" for k in keys]
+    if manifest.get("scenario") == "agent":
+        # the agent scenario (agent_scenario.py) has its own texts: say where each step lives
+        from agent_summary import sections
+
+        out += ["", *sections(decoded, manifest), *tail_sections(decoded, first)]
+        return "\n".join(out).rstrip() + "\n"
     out += ["", "## Where turn 1's texts are", ""]
     needles = {
         "question (input)": turn.question,
@@ -235,7 +251,14 @@ def summary(folder: Path) -> str:
         hits = where_found(decoded, first, needle)
         out.append(f"- {label}: " + ("; ".join(hits) if hits else "**nowhere**"))
     out += ["", "## Span tree of turn 1", "", *tree(decoded, first)]
-    out += ["", "## Attribute keys per span shape (all turns)", ""]
+    out += tail_sections(decoded, first)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def tail_sections(decoded: Decoded, first: str | None) -> list[str]:
+    """The sections every summary ends with: attribute keys per span shape, log records per
+    event name, turn 1 in full."""
+    out = ["", "## Attribute keys per span shape (all turns)", ""]
     shapes: dict[str, list[SpanRow]] = defaultdict(list)
     for s in decoded.spans:
         shapes[f"{s.label} scope `{s.scope}`"].append(s)
@@ -290,7 +313,7 @@ def summary(folder: Path) -> str:
         out += [f"- `{k}` = {cut(v)}" for k, v in sorted(r.attributes.items())]
         out.append(f"- body = {cut(r.body)}")
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 def main() -> None:
@@ -298,8 +321,14 @@ def main() -> None:
     parser.add_argument("recordings", nargs="*")
     parser.add_argument("--library")
     args = parser.parse_args()
-    folders = [FIXTURES_DIR / r for r in args.recordings] or sorted(
-        p.parent for p in FIXTURES_DIR.glob("*/manifest.json")
+    # agent-scenario recordings live one folder down (agent_harness.FIXTURES_DIR)
+    folders = [
+        FIXTURES_DIR / r if (FIXTURES_DIR / r).exists() else FIXTURES_DIR / "agents" / r
+        for r in args.recordings
+    ] or sorted(
+        p.parent
+        for pattern in ("*/manifest.json", "agents/*/manifest.json")
+        for p in FIXTURES_DIR.glob(pattern)
     )
     if args.library:
         folders = [
