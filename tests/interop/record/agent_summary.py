@@ -102,9 +102,11 @@ def _step_lines(turn: sc.Turn, spans: list[SpanRow], handoff: sc.HandOffShape) -
                 )
         elif isinstance(step, sc.ToolExecution):
             named = [s for s in spans if step.name in s.name]
-            key, value = next(iter(step.arguments.items()))
-            args = _say([p for s in named for p in _places([s], [key, str(value)])])
             outcome = step.result if step.error is None else step.error
+            # the argument values, in places that are not the outcome (which repeats the id)
+            values = [str(v) for v in step.arguments.values()]
+            places = set(_places(named, [outcome or ""]))
+            args = _say([p for p in _places(named, values) if p not in places])
             label = "result" if step.error is None else "error"
             lines.append(
                 f"{n}. tool {step.name}({step.arguments}) by {step.agent}: spans named for it: "

@@ -50,7 +50,7 @@ def lookup_order(order_id: str) -> str:
     """Look an order up: its item, status and total.
 
     Args:
-        order_id: The order's id, such as A-1001.
+        order_id: The order's id.
     """
     return sc.lookup_order(order_id)
 
