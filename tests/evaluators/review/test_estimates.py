@@ -159,3 +159,23 @@ def test_compare_segments_names_both_segments_per_rule() -> None:
     [row] = compare_segments(sums, key="service.version", baseline="1.0", candidate="1.1")
     assert (row.baseline, row.candidate, row.worse) == ("1.0", "1.1", True)
     assert math.isclose(row.pass_rate.difference.value or 0, -1.0)
+
+
+def test_weighted_intervals_cover_the_true_rate_about_95_percent_of_the_time() -> None:
+    # Poisson sampling of a population with a known pass rate, strata sampled at 50%, 10% and
+    # 2% with different pass rates: the Hajek estimate with its weighted Wilson interval must
+    # cover the population's rate in about 95% of samples (measured: 0.935 over these 400
+    # runs, 0.96 over 2,000; the unweighted Wilson interval of the same samples covers none:
+    # the strata's rates differ and so do their sampling rates)
+    rng = random.Random(2029)
+    strata = [(4000, 0.95, 0.5), (4000, 0.85, 0.1), (4000, 0.6, 0.02)]  # size, rate, sampled
+    population = [(rng.random() < rate, p) for size, rate, p in strata for _ in range(size)]
+    truth = sum(passed for passed, _p in population) / len(population)
+    covered, runs = 0, 400
+    for _ in range(runs):
+        sample = [(passed, p) for passed, p in population if rng.random() < p]
+        sums = sums_of([float(passed) for passed, _p in sample], [1 / p for _passed, p in sample])
+        rate, _n_eff = pass_rate(sums)
+        assert rate.low is not None and rate.high is not None
+        covered += rate.low <= truth <= rate.high
+    assert 0.92 <= covered / runs <= 0.98
