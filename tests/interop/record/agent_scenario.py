@@ -133,15 +133,20 @@ def _default_handoff_call() -> ToolCall:
 class HandOffShape:
     """How a framework hands over: the call the model makes for it (Strands' swarm:
     ``handoff_to_agent(agent_name, message)``), and whether the handing agent's model is called
-    once more after the hand-off (``closing``: it then answers ``HANDOFF_CLOSING``)."""
+    once more after the hand-off: ``closing``, it then answers ``HANDOFF_CLOSING`` and the
+    other agent answers the user; ``relays``, the other agent runs inside the hand-off call
+    (CrewAI's delegation) and the handing agent's model then gives its answer as the final one.
+    """
 
     call: ToolCall = field(default_factory=_default_handoff_call)
     closing: bool = False
+    relays: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "call": {"name": self.call.name, "arguments": self.call.arguments},
             "closing": self.closing,
+            "relays": self.relays,
         }
 
     @classmethod
@@ -150,7 +155,9 @@ class HandOffShape:
             return cls()
         call = data["call"]
         return cls(
-            ToolCall(call["name"], dict(call.get("arguments") or {})), bool(data.get("closing"))
+            ToolCall(call["name"], dict(call.get("arguments") or {})),
+            bool(data.get("closing")),
+            bool(data.get("relays")),
         )
 
 
@@ -208,16 +215,21 @@ class Turn:
                 calls = tuple(shape.call if c.name == HANDOFF_TOOL else c for c in step.tool_calls)
                 step = ModelCall(step.agent, calls, step.text)
             steps.append(step)
-            if isinstance(step, HandOff) and shape.closing:
+            if isinstance(step, HandOff) and shape.closing and not shape.relays:
                 steps.append(ModelCall(step.from_agent, text=HANDOFF_CLOSING))
-        final = ModelCall(self.final_agent, text=self.answer)
-        return Trajectory(self.question, (*steps, final), self.answer, self.final_agent)
+        final_agent = self.final_agent
+        if shape.relays and final_agent != SUPPORT_AGENT:
+            steps.append(ModelCall(final_agent, text=self.answer))
+            final_agent = SUPPORT_AGENT
+        final = ModelCall(final_agent, text=self.answer)
+        return Trajectory(self.question, (*steps, final), self.answer, final_agent)
 
     def replies(self, agent: str, handoff: HandOffShape | None = None) -> list[dict[str, Any]]:
         """The scripted model replies of ``agent`` in this turn (agent_model's JSON form). The
         agent that hands off always gets the closing text after its hand-off call: a framework
         that calls its model again then ends that agent's part instead of looping."""
-        shape = HandOffShape((handoff or HandOffShape()).call, closing=True)
+        given = handoff or HandOffShape()
+        shape = HandOffShape(given.call, closing=True, relays=given.relays)
         return [
             {"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in s.tool_calls]}
             if s.tool_calls
