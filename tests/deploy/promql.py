@@ -57,6 +57,13 @@ INSTRUMENT_KINDS = {
     mn.PLANNER_UNRECOGNISED_SPANS: _COUNTER,
     mn.RULES_NO_TARGET: _COUNTER,
     mn.JUDGE_AGREEMENT: _GAUGE,
+    mn.JUDGE_OUTAGES: _COUNTER,
+    mn.JUDGE_FAILED_ATTEMPTS: _COUNTER,
+    mn.JUDGE_GAVE_UP: _COUNTER,
+    mn.JUDGE_DOWN: _GAUGE,
+    mn.PLANNER_LATE_SPANS: _COUNTER,
+    mn.PLANNER_REPLANNED: _COUNTER,
+    mn.STORE_FILE_CHANGES: _COUNTER,
     # the worker's numbers (spanjudge/worker/numbers.py), on the same meter
     **dict.fromkeys(numbers.METRICS, _GAUGE),
 }
