@@ -194,7 +194,8 @@ class NumbersWatch:
         sums = self.store.summary_sums(by=key, since=now - config.regression_window_seconds)
         rows: Rows = []
         worse: set[tuple[str, ...]] = set()
-        for baseline, candidate in _pairs(sums, config):
+        pairs = _pairs(sums, config)
+        for baseline, candidate in pairs:
             for row in compare_segments(
                 sums, key=key, baseline=baseline, candidate=candidate,
                 alpha=config.regression_alpha,
@@ -207,6 +208,8 @@ class NumbersWatch:
                         if ident not in self._worse:
                             _log_worse(row, effect.measure)
         for rule, _metric, key, baseline, candidate, measure in sorted(self._worse - worse):
+            if (baseline, candidate) not in pairs:
+                continue  # no longer compared (a newer version came): not a recovery
             logger.info(
                 "no longer worse: rule %s %s with %s=%s against %s=%s",
                 rule, measure.replace("_", " "), key, candidate, key, baseline,

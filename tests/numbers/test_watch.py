@@ -30,7 +30,9 @@ def store(tmp_path: Path) -> Iterator[SpanStore]:
     opened.close()
 
 
-def fill(store: SpanStore, rates: dict[str, float], n: int, *, seed: int = 1) -> None:
+def fill(
+    store: SpanStore, rates: dict[str, float], n: int, *, seed: int = 1, later: int = 0
+) -> None:
     rng = random.Random(seed)
     records = []
     for offset, (version, rate) in enumerate(rates.items()):
@@ -42,7 +44,9 @@ def fill(store: SpanStore, rates: dict[str, float], n: int, *, seed: int = 1) ->
                 success=passed, service_name="shop",
                 segments={"service": "shop", "service.version": version},
             )  # fmt: skip
-            record.finished_at = NOW - 3600 + offset * 60 + i / n  # later versions are newer
+            record.finished_at = (
+                NOW - 3600 + (later + offset) * 60 + i / n
+            )  # later versions are newer
             records.append(record)
     store.enqueue_jobs(
         [JobSpec(r.rule, "llm", r.target_id, r.trace_id, r.span_id) for r in records], now=NOW
@@ -163,3 +167,20 @@ def test_settings_name_the_baseline_as_a_table() -> None:
         "service.version", "1.4.0", 5,
     )  # fmt: skip
     assert NumbersConfig.from_settings(object()) == NumbersConfig()
+
+
+def test_a_recovery_is_logged_only_for_a_pair_still_compared(
+    store: SpanStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    fill(store, {"1.4.0": 0.95, "1.5.0": 0.70}, 300)
+    numbers = NumbersWatch(
+        store, NumbersConfig(regression_key="service.version", interval_refresh_seconds=0),
+        prometheus_meter_provider(CollectorRegistry()),
+    )  # fmt: skip
+    numbers.rows()
+    fill(store, {"1.6.0": 0.95}, 300, seed=2, later=5)  # a newer version: 1.6.0 against 1.5.0 now
+    with caplog.at_level(logging.INFO, logger="spanjudge.regressions"):
+        rows = numbers.rows()
+    assert not [r for r in caplog.records if "no longer worse" in r.getMessage()]
+    pairs = {(t["baseline"], t["candidate"]) for _value, t in rows["spanjudge.regression"]}
+    assert pairs == {("1.5.0", "1.6.0")}
