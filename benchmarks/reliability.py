@@ -16,6 +16,10 @@ Each row injects one fault on loopback and prints what came of it as one JSON do
   drop counters against produced-minus-stored, and the drain afterwards.
 - ``backend``: the OTLP endpoint of the app's exporter and of the score emitter refuses
   connections in alternating windows; app latency, evaluator ticks, re-emitted results.
+- ``receiver``: a real ``spanjudge worker`` takes the faults at its receiver and setup: a span
+  starting at 2**63 among good ones, a protobuf bomb, late spans, a judge outage longer than
+  the old retry window, an empty bearer token, a traces-only backend
+  (``reliability_receiver.py``; with ``--smoke`` only when ``--rows`` names it).
 
 Counts per row: ``expected`` evaluations (stored, sampled agent targets), ``done`` (scored),
 ``errored`` (an error result), ``lost`` (expected with no result), ``duplicated`` (a target with
@@ -26,8 +30,9 @@ could evaluate them.
 
 Usage::
 
-    python benchmarks/reliability.py [--quick] [--rows judge,store,process,overload,backend]
+    python benchmarks/reliability.py [--quick] [--rows judge,store,process,overload,backend,...]
     python benchmarks/reliability.py --smoke     # seconds; tests/benchmarks runs it
+    python benchmarks/reliability.py --smoke --rows receiver
 """
 
 from __future__ import annotations
@@ -950,6 +955,9 @@ def row_kill(cases: int, kills: int, tmp: Path, rng: random.Random) -> dict[str,
 
 
 # ============================================================================ main
+ALL_ROWS = "judge,store,process,overload,backend,receiver"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -959,7 +967,7 @@ def main() -> None:
         help="seconds: two judge faults and one SIGKILL on 6 cases, no app rows "
         "(checks the script runs; lost and duplicated must still be 0)",
     )
-    parser.add_argument("--rows", default="judge,store,process,overload,backend")
+    parser.add_argument("--rows", default=ALL_ROWS)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--role", default="main")
     parser.add_argument("--fault", default="none")
@@ -987,7 +995,8 @@ def main() -> None:
     rows = set(args.rows.split(","))
     judge_faults = JUDGE_FAULTS
     if args.smoke:
-        rows &= {"judge", "process"}
+        # the receiver rows run real worker processes: in a smoke run only when asked for
+        rows &= {"judge", "process"} | ({"receiver"} if args.rows != ALL_ROWS else set())
         judge_faults = {k: v for k, v in JUDGE_FAULTS.items() if v in ("500", "malformed")}
     rng = random.Random(args.seed)
     quick = args.quick
@@ -1031,6 +1040,11 @@ def main() -> None:
         if "process" in rows:
             kills, cases = (1, 6) if args.smoke else (3, 40) if quick else (6, 120)
             result["rows"].append(row_kill(cases, kills, tmp, rng))
+        if "receiver" in rows:
+            from reliability_receiver import receiver_rows
+
+            size = "smoke" if args.smoke else "quick" if quick else "full"
+            result["rows"].extend(receiver_rows(size))
     result["seconds"] = round(time.monotonic() - started, 1)
     result["summary"] = [
         {
