@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -55,13 +56,15 @@ class SegmentSums:
     score_sum_w2: float = 0.0  # sum w^2*s
     score_sq_w2: float = 0.0  # sum w^2*s^2
     last_at: float = 0.0  # when the newest result was stored (a maximum, not a sum)
+    first_at: float = math.inf  # when the oldest was (a minimum): a version's first traffic
 
     def add(self, other: SegmentSums) -> None:
         """Add ``other``'s counts and sums into this one."""
         for f in fields(self):
-            if f.name != "last_at":
+            if f.name not in ("last_at", "first_at"):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.last_at = max(self.last_at, other.last_at)
+        self.first_at = min(self.first_at, other.first_at)
 
 
 # the SELECT list in SegmentSums' field order
@@ -77,7 +80,7 @@ _SUMS_SQL = (
     " SUM(CASE WHEN score IS NOT NULL THEN weight END),"
     " SUM(CASE WHEN score IS NOT NULL THEN weight * weight END),"
     " SUM(weight * score), SUM(weight * weight * score), SUM(weight * weight * score * score),"
-    " MAX(created_at)"
+    " MAX(created_at), MIN(created_at)"
 )
 
 
@@ -117,7 +120,7 @@ def add_record(out: dict[SumsKey, SegmentSums], record: EvaluationRecord, by: st
         one.scores, one.score_weight, one.score_weight2 = 1, weight, weight * weight
         one.score_sum, one.score_sum_w2 = weight * score, weight * weight * score
         one.score_sq_w2 = weight * weight * score * score
-    one.last_at = record.finished_at or 0.0
+    one.last_at = one.first_at = record.finished_at or 0.0
     key = (record.rule, record.metric, segment_of(record.segments, by, record.service_name))
     out.setdefault(key, SegmentSums()).add(one)
 

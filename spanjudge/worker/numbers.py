@@ -13,7 +13,7 @@ results (one grouped query per key, ``summary_sums``) and publishes:
   ``stat`` = ``effect`` | ``low`` | ``high`` | ``e_value`` | ``decision`` (-1 worse, 0 none
   yet, +1 better), ``measure`` = ``pass_rate`` | ``mean_score``: each candidate segment
   against the baseline (``regression_baseline``: a value of ``regression_key``, or
-  ``"previous"``: the segment with the newest result against the one before it).
+  ``"previous"``: the segment whose first result is the newest against the one before it).
 
 A candidate that becomes worse is logged once as a WARNING naming the rule, both segments and
 the effect. Methods: docs/numbers.md. Settings (read with ``getattr`` so older settings objects
@@ -104,7 +104,9 @@ def _pairs(sums: Sums, config: NumbersConfig) -> list[tuple[str, str]]:
         if segment not in (UNSET, OTHER, ALL):
             seen.setdefault(segment, SegmentSums()).add(s)
     if config.regression_baseline == PREVIOUS:
-        newest = sorted(seen, key=lambda segment: seen[segment].last_at, reverse=True)
+        # by first result, not last: a canary and the version it replaces both take traffic,
+        # and which answered last must not swap baseline and candidate between refreshes
+        newest = sorted(seen, key=lambda segment: seen[segment].first_at, reverse=True)
         return [(newest[1], newest[0])] if len(newest) >= 2 else []
     base = config.regression_baseline
     if base not in seen:

@@ -176,7 +176,8 @@ class LoopSettings(BaseModel):
         default=None,
         description="The segment new ones are compared with, continuously: {key = "
         '"service.version", value = "1.4.0"}, or value = "previous" (the default) for the '
-        "segment with the newest result against the one before it. Raises the "
+        "segment that appeared last (the version just deployed) against the one before it. "
+        "Raises the "
         "spanjudge_regression gauges, a WARNING and the SpanjudgeRegression alert. "
         "null: no comparison.",
     )
