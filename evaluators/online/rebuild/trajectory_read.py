@@ -119,6 +119,9 @@ def _call_parts(value: Any, depth: int) -> Iterator[Mapping[str, Any]]:
         merged.setdefault("id", value.get("id"))
         yield merged
         return
+    legacy = value.get("function_call")  # an OpenAI message before tool_calls
+    if isinstance(legacy, Mapping) and not value.get("tool_calls"):
+        yield legacy
     if value.get("type") in text.TOOL_CALL_PART_TYPES:
         yield value
         return

@@ -212,32 +212,37 @@ def test_openinference_flattened_tool_calls_and_tools() -> None:
     assert [d.name for d in trajectory.tools_available] == ["search"]
 
 
+OPENAI_CALL = {"id": "c1", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+
+
 @pytest.mark.parametrize(
-    "message",
+    ("message", "call_id"),
     [
         # Strands' gen_ai.choice event: Bedrock toolUse blocks
-        [{"toolUse": {"toolUseId": "c1", "name": "search", "input": {"q": "x"}}}],
+        ([{"toolUse": {"toolUseId": "c1", "name": "search", "input": {"q": "x"}}}], "c1"),
         # OpenAI tool_calls
-        {
-            "role": "assistant",
-            "tool_calls": [{"id": "c1", "function": {"name": "search", "arguments": '{"q": "x"}'}}],
-        },
+        ({"role": "assistant", "tool_calls": [OPENAI_CALL]}, "c1"),
+        # OpenAI's legacy function_call, which has no id
+        ({"role": "assistant", "function_call": OPENAI_CALL["function"]}, None),
         # Anthropic tool_use beside text
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": "Let me look."},
-                {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": "x"}},
-            ],
-        },
+        (
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": "x"}},
+                ],
+            },
+            "c1",
+        ),
     ],
 )
-def test_requested_calls_in_event_message_shapes(message: Any) -> None:
+def test_requested_calls_in_event_message_shapes(message: Any, call_id: str | None) -> None:
     t = Trace()
     span = t.span("chat", None, {attrs.GEN_AI_OPERATION_NAME: "chat"})
     span.events.append(SpanEvent("gen_ai.choice", 1, {"message": json.dumps(message)}))
     assert [(c.name, c.arguments, c.call_id) for c in requested_tool_calls(span)] == [
-        ("search", {"q": "x"}, "c1")
+        ("search", {"q": "x"}, call_id)
     ]
 
 
