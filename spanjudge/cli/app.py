@@ -211,7 +211,9 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
     # the metrics need a judge object; this one refuses every call
     judge = OfflineJudge(settings.judge_model)
     rules = build_rules(settings, judge) if configured else []
-    with opened_store(settings.store_url, hint="pass --store or --config") as store:
+    with opened_store(
+        settings.store_url, hint="pass --store or --config", schema=settings.store_schema
+    ) as store:
         trace_id = resolve_trace_id(store, trace_id, where=redact_url(settings.store_url))
         spans = load_trace(store, trace_id)
         if not spans:

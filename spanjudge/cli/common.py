@@ -181,16 +181,19 @@ def missing_sqlite_file(url: str) -> str | None:
 
 
 @contextmanager
-def opened_store(url: str, *, hint: str = "pass --store") -> Iterator[SpanStore]:
-    """The store at ``url``, closed on exit; a SQLite file that is not there is a usage error
-    (opening it would create an empty database and report nothing found)."""
+def opened_store(
+    url: str, *, hint: str = "pass --store", schema: str | None = None
+) -> Iterator[SpanStore]:
+    """The store at ``url`` (in ``schema`` on PostgreSQL: a worker's ``store_schema``), closed
+    on exit; a SQLite file that is not there is a usage error (opening it would create an
+    empty database and report nothing found)."""
     from spanjudge.exporters.store import open_store
     from spanjudge.exporters.store.urls import redact_url
 
     missing = missing_sqlite_file(url)
     if missing is not None:
         usage_error(f"no span store at {missing} ({redact_url(url)}); {hint}")
-    store = open_store(url)
+    store = open_store(url, schema=schema) if schema else open_store(url)
     try:
         yield store
     finally:

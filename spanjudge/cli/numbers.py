@@ -60,19 +60,9 @@ class _SummarySource(Protocol):
 
 @contextmanager
 def settings_store(settings: WorkerSettings) -> Iterator[Any]:
-    """The store the settings name, in their ``store_schema`` on PostgreSQL (a worker's own
-    schema: ``opened_store`` takes only the URL)."""
-    if not settings.store_schema:
-        with opened_store(settings.store_url) as store:
-            yield store
-        return
-    from spanjudge.exporters.store import open_store
-
-    store = open_store(settings.store_url, schema=settings.store_schema)
-    try:
+    """The store the settings name, in their ``store_schema`` on PostgreSQL."""
+    with opened_store(settings.store_url, schema=settings.store_schema) as store:
         yield store
-    finally:
-        store.close()
 
 
 def _sums(

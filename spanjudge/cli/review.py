@@ -80,7 +80,7 @@ def feedback(
     settings = load_cli_settings(config_path, store_url)
     # only a shortened id is looked up first: a whole one is checked after the label is
     if trace_id is not None and len(trace_id.strip()) < TRACE_ID_CHARS:
-        with opened_store(settings.store_url) as store:
+        with opened_store(settings.store_url, schema=settings.store_schema) as store:
             trace_id = resolve_trace_id(store, trace_id, where=redact_url(settings.store_url))
     given = {
         "trace_id": trace_id,
@@ -95,7 +95,7 @@ def feedback(
     }
     # a refused label (FeedbackError) is a usage error: the group exits 2 with its message
     item = parse_feedback({k: v for k, v in given.items() if v is not None}, source="cli")
-    with opened_store(settings.store_url) as store:
+    with opened_store(settings.store_url, schema=settings.store_schema) as store:
         metrics = [r.metric.name for r in _rules(settings)]
         stored = record_feedback(store, item, metrics=metrics)
     target = conversation_id or f"{stored.trace_id}" + (f"/{span_id}" if span_id else "")
@@ -130,7 +130,7 @@ def calibration(
 
     settings = load_cli_settings(config_path, store_url)
     start = since_option_value(since)
-    with opened_store(settings.store_url) as store:
+    with opened_store(settings.store_url, schema=settings.store_schema) as store:
         tables = agreement(store.labelled_results(metric=metric, rule=rule, since=start))
     if as_json:
         click.echo(json.dumps([asdict(t) for t in tables], indent=2))
@@ -200,7 +200,7 @@ def export(
     settings = load_cli_settings(config_path, store_url)
     start = since_option_value(since)
     rules = {r.name: r for r in _rules(settings)}
-    with opened_store(settings.store_url) as store:
+    with opened_store(settings.store_url, schema=settings.store_schema) as store:
         found = export_cases(store, metric=metric, rule=rule, label=label, since=start, rules=rules)
     kinds = {item.result.target_type == "conversation" for item in found.items}
     if len(kinds) > 1:  # deepeval refuses the mix in either file format
@@ -263,7 +263,7 @@ def scores(
         rows = [r for r in rows if metric is None or r.metric == metric]
         print_summary(rows, by=key, since=since, as_json=as_json)
         return
-    with opened_store(settings.store_url) as store:
+    with opened_store(settings.store_url, schema=settings.store_schema) as store:
         results = [
             r
             for r in store.results(metric=metric, rule=rule, since=start, limit=100_000)
