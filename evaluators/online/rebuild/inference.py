@@ -13,6 +13,10 @@ were never shown still degrades gracefully:
   agent span: each chain of wrappers is one operation, evaluated once, on the member that
   carries text of its own (the innermost such), else the innermost member. Two sub-agents side
   by side, or an agent that calls the model itself and also a sub-agent, are not wrappers.
+  Inside an agent's turn, an agent span that wraps a single model call and nothing else (a
+  graph framework's node span) or has neither a model call nor text of its own (a hand-off tool
+  marked as an agent) is a step of that turn, folded into it; a sub-agent makes tool calls,
+  retrievals or several model calls of its own.
 * **Retrieval inference** (:func:`returned_documents`). A span no dialect calls a retriever
   (kind unknown or ``chain``) is one when what it returns is a list of documents: records with
   a text beside an id, a score or metadata, in any output-like attribute or event; or any list
@@ -109,7 +113,30 @@ def collapse(tree: SpanTree, kind: str) -> dict[Key, SpanRecord]:
         for span in chain:
             if span is not kept:
                 out[key(span)] = kept
+    if kind == "agent":
+        _steps_of_turns(tree, members, wanted, out)
     return out
+
+
+def _steps_of_turns(
+    tree: SpanTree, members: list[SpanRecord], agents: set[Key], out: dict[Key, SpanRecord]
+) -> None:
+    """Agent spans inside another agent's turn that are steps of it, not sub-agents: one that
+    wraps a single model call and nothing else (a graph framework's node span, LangGraph's
+    ``agent`` node), or one with no model call and no text of its own (a hand-off tool a
+    library marked as an agent). Each is folded into the span kept for its enclosing agent."""
+    for span in members:
+        if key(span) in out:
+            continue
+        enclosing = next((a for a in tree.ancestors(span) if key(a) in agents), None)
+        if enclosing is None:
+            continue
+        below = tree.subtree(span)
+        calls = [s for s in below if tree.kind(s) == "llm"]
+        others = [s for s in below if tree.kind(s) in ("tool", "agent", "retriever")]
+        if (len(calls) == 1 and not others) or (not calls and not _own_text(span)):
+            kept = out.get(key(enclosing), enclosing)
+            out[key(span)] = out.get(key(kept), kept)
 
 
 def _same_operation(tree: SpanTree, outer: SpanRecord, inner: SpanRecord, kind: str) -> bool:

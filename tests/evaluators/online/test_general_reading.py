@@ -248,7 +248,9 @@ def test_a_run_span_around_its_agent_span_is_evaluated_once_and_filters_see_both
     rule = Rule(BiasMetric(model=JUDGE), target="agent", filter={"agent": "helper"})
     [target] = find_targets(rule, trace.spans)
     assert target.span_id == agent.span_id
-    # a sub-agent beside the agent's own model call is a second operation, not a wrapper
+    # a sub-agent (a tool call of its own) beside the run's own model call is a second
+    # operation, not a wrapper
+    trace.tool("track", {"id": 1}, {"at": "depot"}, agent)
     trace.llm(user=QUESTION, answer=ANSWER, parent=run)
     assert len(find_targets(Rule(BiasMetric(model=JUDGE), target="agent"), trace.spans)) == 2
 
@@ -361,3 +363,20 @@ def test_newer_semconv_operations_are_read() -> None:
     assert read_span(agent).agent_name == "asst_1"
     assert read_span(memory).kind == "retriever" and read_span(memory).document_texts == [DOC]
     assert read_span(plan).kind == "chain"
+
+
+def test_graph_node_spans_inside_an_agent_turn_are_steps_not_sub_agents() -> None:
+    """A graph framework marks each node as an agent: one model call per node span, tools in
+    sibling nodes. The turn is one evaluation; a real sub-agent (tools of its own) stays one."""
+    trace = Trace()
+    turn = trace.span("support", attributes={"openinference.span.kind": "AGENT"})
+    for step in range(2):
+        node = trace.span("agent", turn, {"openinference.span.kind": "AGENT"})
+        trace.llm(user=QUESTION, answer=ANSWER if step else "", parent=node)
+        trace.span("tools", turn, {"openinference.span.kind": "CHAIN"})
+    rule = Rule(BiasMetric(model=JUDGE), target="agent")
+    assert [t.span_id for t in find_targets(rule, trace.spans)] == [turn.span_id]
+    sub = trace.span("billing", turn, {"openinference.span.kind": "AGENT"})
+    trace.llm(user=QUESTION, answer=ANSWER, parent=sub)
+    trace.tool("refund", {"order": 1}, {"ok": True}, sub)
+    assert {t.span_id for t in find_targets(rule, trace.spans)} == {turn.span_id, sub.span_id}
