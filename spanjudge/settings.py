@@ -96,6 +96,22 @@ class RuleConfig(BaseModel):
     max_cost_per_day: float | None = Field(
         default=None, gt=0, description="Budget: judge cost (USD) per day; the rest is skipped."
     )
+    segment_keys: list[str] = Field(
+        default_factory=list, description="Span attributes its results are also grouped by."
+    )
+    budget_per_day: float | None = Field(
+        default=None, gt=0, description="Target: evaluations per day, spread over segments."
+    )
+    budget_cost_per_day: float | None = Field(
+        default=None, gt=0, description="Target: judge cost (USD) per day, spread over segments."
+    )
+    target_half_width: float | None = Field(
+        default=None, gt=0, lt=0.5, description="Target: pass-rate interval half-width per segment."
+    )
+    allocate_by: str = Field(default="service", description="The segment key targets spread over.")
+    risk_sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Under a target: least rate of a risky target."
+    )
     build_case: str | None = Field(
         default=None,
         description='"module:function" building the test case from the spans, instead of the '

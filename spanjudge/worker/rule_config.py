@@ -142,6 +142,12 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
             name=config.name,  # type: ignore[arg-type]  # None picks the default name
             build_case=build_case,
             inferred_fields=config.inferred_fields,
+            segment_keys=tuple(config.segment_keys),
+            budget_per_day=config.budget_per_day,
+            budget_cost_per_day=config.budget_cost_per_day,
+            target_half_width=config.target_half_width,
+            allocate_by=config.allocate_by,
+            risk_sample_rate=config.risk_sample_rate,
         )
     except ValueError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
         field = _RULE_FIELD.match(str(exc))

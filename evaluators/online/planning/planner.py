@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from spanjudge.evaluators.online.planning.allocation import Allocation
 from spanjudge.evaluators.online.planning.coverage import Coverage, no_target_reason
 from spanjudge.evaluators.online.planning.late import (
     LateCounts,
@@ -116,6 +117,8 @@ class Planner:
         self.late = LateCounts()
         self._late_log = LateLog()
         self.budgets: dict[str, Budget] = {}
+        #: per-segment probabilities of the rules that state a budget or a precision
+        self.allocation = Allocation(store)
         now = clock()
         day_start = now - (now % 86400)
         for rule in rules.values():
@@ -248,11 +251,12 @@ class Planner:
             for target in targets:
                 if (rule.name, target.target_type, target.target_id) in planned:
                     continue  # planned before (its one job stands): no sampling, no budget
-                if not self._sampled(rule, target, report):
+                rate = self._sampled(rule, target, report, spans, now)
+                if rate is None:
                     continue
                 if tree is None:
                     tree = target_tree(spans)
-                spec = self._admit(rule, with_conversation(target, tree), report, now)
+                spec = self._admit(rule, with_conversation(target, tree), report, now, rate)
                 if spec is not None:
                     specs.append(spec)
             every = targets
@@ -324,9 +328,10 @@ class Planner:
                         self.skip(rule, "filtered", report)
                         self.coverage.conversation(rule, "filtered", conversation_id, spans)
                         continue
-                    if not self._sampled(rule, target, report):
+                    rate = self._sampled(rule, target, report, spans, now)
+                    if rate is None:
                         continue
-                    spec = self._admit(rule, target, report, now)
+                    spec = self._admit(rule, target, report, now, rate)
                     if spec is None:
                         continue
                     if job is None:
@@ -347,13 +352,28 @@ class Planner:
         self.coverage.flush()
         return held_total
 
-    def _sampled(self, rule: Rule, target: Target, report: TickReport) -> bool:
-        if is_sampled(rule.name, target.target_id, rule.sample_rate):
-            return True
+    def _sampled(
+        self,
+        rule: Rule,
+        target: Target,
+        report: TickReport,
+        spans: Sequence[SpanRecord],
+        now: float,
+    ) -> float | None:
+        """The probability ``target`` was sampled with, or None (counted as not sampled)."""
+        rate = (
+            self.allocation.probability(rule, target, spans, now)
+            if rule.has_target
+            else rule.sample_rate
+        )
+        if is_sampled(rule.name, target.target_id, rate):
+            return rate
         self.skip(rule, "not_sampled", report)
-        return False
+        return None
 
-    def _admit(self, rule: Rule, target: Target, report: TickReport, now: float) -> JobSpec | None:
+    def _admit(
+        self, rule: Rule, target: Target, report: TickReport, now: float, rate: float
+    ) -> JobSpec | None:
         """A sampled target, unless its rule's budget refuses it."""
         refused = self.budgets[rule.name].allow(now)
         if refused is not None:
@@ -366,7 +386,7 @@ class Planner:
             trace_id=target.trace_id,
             span_id=target.span_id,
             conversation_id=target.conversation_id,
-            sample_rate=rule.sample_rate,
+            sample_rate=rate,
         )
 
     def skip(self, rule: Rule, reason: str, report: TickReport, count: int = 1) -> None:

@@ -200,6 +200,14 @@ class Rule:
       text taken from its model calls, a model call recognised by its messages); ``False``
       scores only cases whose required fields a dialect read, and skips the others naming the
       inferred field and the rule that found it.
+    * ``segment_keys``: span (else resource) attributes its results are also grouped by.
+    * ``budget_per_day`` (evaluations), ``budget_cost_per_day`` (judge USD) and
+      ``target_half_width`` (of the 95% pass-rate interval over a day, per segment): a target
+      instead of a rate. The sampler then gives each segment of ``allocate_by`` its own
+      probability (:mod:`~spanjudge.evaluators.online.planning.allocation`); ``sample_rate`` is
+      the probability of a segment it has not seen yet. A target showing a risk signal
+      (:mod:`~spanjudge.evaluators.online.planning.risk`) is sampled with at least
+      ``risk_sample_rate``. The probability used is recorded on the result.
 
     Example::
 
@@ -209,6 +217,8 @@ class Rule:
             Rule(FaithfulnessMetric(threshold=0.7), target="llm", sample_rate=0.1,
                  filter={"service": "shop", "span_name": "chat *"}, max_cost_per_day=5.0),
             Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"),
+            Rule(FaithfulnessMetric(), target="llm", sample_rate=0.05, budget_per_day=2000,
+                 target_half_width=0.05, allocate_by="service"),
         ]
     """
 
@@ -223,6 +233,12 @@ class Rule:
     build_case: Callable[..., Any] | None = None
     context_fallback: bool = True
     inferred_fields: bool = True
+    segment_keys: tuple[str, ...] = ()
+    budget_per_day: float | None = None
+    budget_cost_per_day: float | None = None
+    target_half_width: float | None = None
+    allocate_by: str = "service"
+    risk_sample_rate: float = 1.0
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -267,6 +283,7 @@ class Rule:
             raise ValueError(
                 f"Rule.max_cost_per_day must be a positive number or None, got {cost!r}"
             )
+        self._check_target()
         if isinstance(self.filter, Mapping):
             try:
                 self.filter = SpanFilter.from_dict(self.filter)
@@ -293,6 +310,46 @@ class Rule:
         if "\x00" in self.name or not _encodable(self.name):
             # the name is stored in job rows: a database could not keep it as written
             raise ValueError(f"Rule.name must be valid text without NUL, got {self.name!r}")
+
+    def _check_target(self) -> None:
+        keys = self.segment_keys
+        if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError(f"Rule.segment_keys must be a list of attribute keys, got {keys!r}")
+        self.segment_keys = tuple(keys)
+        for name in ("budget_per_day", "budget_cost_per_day", "target_half_width"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"Rule.{name} must be a positive number or None, got {value!r}")
+        width = self.target_half_width
+        if width is not None and width >= 0.5:
+            raise ValueError(f"Rule.target_half_width must be under 0.5, got {width!r}")
+        if not isinstance(self.allocate_by, str) or not self.allocate_by:
+            raise ValueError(f"Rule.allocate_by must be a segment key, got {self.allocate_by!r}")
+        risk = self.risk_sample_rate
+        if (
+            isinstance(risk, bool)
+            or not isinstance(risk, (int, float))
+            or math.isnan(risk)
+            or not 0.0 <= risk <= 1.0
+        ):
+            raise ValueError(
+                f"Rule.risk_sample_rate must be a number between 0 and 1, got {risk!r}"
+            )
+        self.risk_sample_rate = float(risk)
+
+    @property
+    def has_target(self) -> bool:
+        """Whether the rule states a budget or a precision instead of a fixed rate."""
+        return (
+            self.budget_per_day is not None
+            or self.budget_cost_per_day is not None
+            or self.target_half_width is not None
+        )
 
     # -------------------------------------------------------------- filtering
     def matches_span(self, span: SpanRecord, tree: SpanTree | None = None) -> bool:
