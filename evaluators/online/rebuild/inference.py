@@ -136,7 +136,9 @@ def _steps_of_turns(
         others = [s for s in below if tree.kind(s) in ("tool", "agent", "retriever")]
         if (len(calls) == 1 and not others) or (not calls and not _own_text(span)):
             kept = out.get(key(enclosing), enclosing)
-            out[key(span)] = out.get(key(kept), kept)
+            kept = out.get(key(kept), kept)
+            if kept is not span:  # its enclosing span is a wrapper kept as this very span
+                out[key(span)] = kept
 
 
 def _same_operation(tree: SpanTree, outer: SpanRecord, inner: SpanRecord, kind: str) -> bool:
