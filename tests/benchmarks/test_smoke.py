@@ -121,6 +121,17 @@ def _check_summaries(doc: dict[str, Any]) -> None:
     assert len(run["cli_seconds"]) == 3
 
 
+def _check_sampling(doc: dict[str, Any]) -> None:
+    assert doc["runs"] == 6
+    for name in ("budget", "fixed"):
+        sampler = doc["samplers"][name]
+        assert set(sampler["segments"]) == {"search", "checkout", "billing", "refunds"}
+        assert all(s["intervals"] == 12 for s in sampler["segments"].values())
+        assert sampler["judge_calls_per_day"] > 0
+    # the precision target spends far fewer judge calls than the fixed rate matching it
+    assert doc["budget_over_fixed_calls"] < 0.5
+
+
 # script -> (extra arguments, top-level keys, outcome checks); the slowest first, so the three
 # parallel runs overlap them with the quick ones
 SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]] = {
@@ -175,6 +186,7 @@ SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]]
     ),
     "store_write": ([], {"benchmark", "spans", "sqlite", "postgresql"}, _check_store_write),
     "summaries": ([], {"benchmark", "machine", "postgresql"}, _check_summaries),
+    "sampling": ([], {"benchmark", "runs", "samplers", "budget_over_fixed_calls"}, _check_sampling),
 }
 
 

@@ -229,6 +229,12 @@ class Allocation:
                 self._fail_labels[trace_id] = found
         return found
 
+    def forget_labels(self, trace_ids: Sequence[str]) -> None:
+        """Read these traces' labels again next time (a person labelled them since)."""
+        with self._lock:
+            for trace_id in trace_ids:
+                self._fail_labels.pop(trace_id, None)
+
     def set_state(self, rule: Rule, state: AllocationState) -> None:
         """Use ``state`` for ``rule`` (a replay reproducing a worker's decisions, tests)."""
         with self._lock:

@@ -256,7 +256,7 @@ class Planner:
                     continue
                 if tree is None:
                     tree = target_tree(spans)
-                spec = self._admit(rule, with_conversation(target, tree), report, now, rate)
+                spec = self.admit(rule, with_conversation(target, tree), report, now, rate)
                 if spec is not None:
                     specs.append(spec)
             every = targets
@@ -316,6 +316,7 @@ class Planner:
                     for rule in conv_rules:
                         self.coverage.conversation(rule, "no_turns", conversation_id, spans)
                     continue
+                tree = target_tree(spans)  # trajectory filters read the turns' trees
                 for rule in conv_rules:
                     job = jobs.get((rule.name, conversation_id))
                     if job is not None and job.state == LEASED:
@@ -324,14 +325,14 @@ class Planner:
                         continue
                     if job is not None and (job.state == PENDING or covers(job.result, target)):
                         continue  # it reads every turn when it runs, or it saw them all
-                    if not rule.matches(target):
+                    if not rule.matches(target, tree):
                         self.skip(rule, "filtered", report)
                         self.coverage.conversation(rule, "filtered", conversation_id, spans)
                         continue
                     rate = self._sampled(rule, target, report, spans, now)
                     if rate is None:
                         continue
-                    spec = self._admit(rule, target, report, now, rate)
+                    spec = self.admit(rule, target, report, now, rate)
                     if spec is None:
                         continue
                     if job is None:
@@ -371,7 +372,7 @@ class Planner:
         self.skip(rule, "not_sampled", report)
         return None
 
-    def _admit(
+    def admit(
         self, rule: Rule, target: Target, report: TickReport, now: float, rate: float
     ) -> JobSpec | None:
         """A sampled target, unless its rule's budget refuses it."""

@@ -267,3 +267,34 @@ def test_worker_rule_config_passes_targets_and_segment_keys() -> None:
 def test_invalid_targets_name_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=f"Rule.{field}"):
         rule(**kwargs)
+
+
+# ------------------------------------------------------------------ late labels
+def test_a_late_fail_label_queues_the_target_its_rule_passed_over(tmp_path: Path) -> None:
+    from spanjudge.evaluators.online.planning.labels import LabelWatch
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 's.db'}")
+    traces = llm_traces("shop", 20)
+    target_rule = rule(target_half_width=0.05)
+    fixed = rule("fixed", sample_rate=0.0)
+    planner = Planner({r.name: r for r in (target_rule, fixed)}, store, clock=lambda: NOW)
+    planner.allocation.set_state(target_rule, AllocationState({"shop": 1e-9}, computed_at=NOW))
+    for trace in traces:
+        store.write_spans(trace.spans, now=NOW - 100)
+    report = TickReport()
+    planner.plan_traces([t.trace_id for t in traces], report, NOW)
+    assert report.jobs_enqueued == 0
+    watch = LabelWatch(planner, since=NOW)
+    late = traces[3]
+    store.add_feedback(
+        [FeedbackRecord(metric="faithfulness", label="fail", trace_id=late.trace_id),
+         FeedbackRecord(metric="faithfulness", label="pass", trace_id=traces[4].trace_id)],
+        now=NOW + 5,
+    )  # fmt: skip
+    assert watch.tick(report, now=NOW + 10) == 1
+    assert watch.tick(report, now=NOW + 20) == 0  # each label is acted on once
+    jobs = store.claim_jobs(owner="t", limit=100, lease_seconds=60, now=NOW + 30)
+    assert [(j.rule, j.target_id, j.sample_rate) for j in jobs] == [
+        ("faith", late.spans[0].span_id, 1.0)
+    ]
+    store.close()
