@@ -63,12 +63,17 @@ if TYPE_CHECKING:
         ConversationalGEval,
         FaithfulnessMetric,
         GEval,
+        RepeatedCallCheck,
+        StepLimitCheck,
+        ToolErrorCheck,
         TopicAdherenceMetric,
     )
     from spanjudge.evaluators.online.loop.config import MonitorConfig
     from spanjudge.evaluators.online.loop.monitor import Monitor, monitor
     from spanjudge.evaluators.online.planning.rules import Rule, SpanFilter
+    from spanjudge.evaluators.online.planning.trajectory_filter import TrajectoryFilter
     from spanjudge.evaluators.online.rebuild.dialects import read_span
+    from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
     from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
     from spanjudge.exporters.store import open_store
     from spanjudge.exporters.store.span_exporter import store_span_processor
@@ -97,14 +102,20 @@ __all__ = [
     "Monitor",
     "MonitorConfig",
     "ParamError",
+    "RepeatedCallCheck",
     "Rule",
     "SpanFilter",
     "SpanHandle",
     "SpanjudgeError",
+    "Step",
+    "StepLimitCheck",
     "StoreError",
     "ToolCall",
+    "ToolErrorCheck",
     "TopicAdherenceMetric",
     "Tracing",
+    "Trajectory",
+    "TrajectoryFilter",
     "Turn",
     "__version__",
     "a_evaluate",
@@ -136,6 +147,9 @@ _LAZY: dict[str, str] = {
     "TopicAdherenceMetric": "spanjudge.evaluators.metrics",
     "GEval": "spanjudge.evaluators.metrics",
     "ConversationalGEval": "spanjudge.evaluators.metrics",
+    "ToolErrorCheck": "spanjudge.evaluators.metrics",
+    "RepeatedCallCheck": "spanjudge.evaluators.metrics",
+    "StepLimitCheck": "spanjudge.evaluators.metrics",
     "LiteLLMJudge": "spanjudge.evaluators.judges",
     "evaluate": "spanjudge.evaluators.evaluate",
     "a_evaluate": "spanjudge.evaluators.evaluate",
@@ -149,6 +163,9 @@ _LAZY: dict[str, str] = {
     "Monitor": "spanjudge.evaluators.online.loop.monitor",
     "monitor": "spanjudge.evaluators.online.loop.monitor",
     "read_span": "spanjudge.evaluators.online.rebuild.dialects",
+    "TrajectoryFilter": "spanjudge.evaluators.online.planning.trajectory_filter",
+    "Trajectory": "spanjudge.evaluators.online.rebuild.trajectory",
+    "Step": "spanjudge.evaluators.online.rebuild.trajectory",
     # stores
     "open_store": "spanjudge.exporters.store",
     "store_span_processor": "spanjudge.exporters.store.span_exporter",

@@ -32,7 +32,6 @@ every problem ends as a :class:`Skip` with a reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from spanjudge.evaluators.online.rebuild.context import (
@@ -43,11 +42,13 @@ from spanjudge.evaluators.online.rebuild.context import (
     retrieval_context,
     tools_called,
 )
-from spanjudge.evaluators.online.rebuild.dialects import GenAIView, generic, read_span
+from spanjudge.evaluators.online.rebuild.dialects import generic, read_span
 from spanjudge.evaluators.online.rebuild.dialects.text import MAX_RAW_CHARS
 from spanjudge.evaluators.online.rebuild.inference import RETRIEVAL_RULE
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import Skip, Target, turn_spans
+from spanjudge.evaluators.online.rebuild.texts import first_text, turn_text
+from spanjudge.evaluators.online.rebuild.trajectory import trace_trajectory, trajectory_of
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
 from spanjudge.exporters.records import SpanRecord
 
@@ -137,8 +138,8 @@ def default_case(
         llms = [s for s in ordered if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
         # the root speaks for the trace; if it captured nothing, the first turn's input and
         # the last turn's output do
-        text_in = _first_text([span, *agents, *llms], "input", notes, found_by, span)
-        text_out = _first_text(
+        text_in = first_text([span, *agents, *llms], "input", notes, found_by, span)
+        text_out = first_text(
             [span, *reversed(agents), *reversed(llms)], "actual_output", notes, found_by, span
         )
         scope = [s for s in trace_spans if s.span_id != span.span_id]
@@ -146,7 +147,7 @@ def default_case(
         models = llms
     else:
         scope = tree.scope_of(span)
-        text_in, text_out = _turn_text(span, tree, notes, found_by)
+        text_in, text_out = turn_text(span, tree, notes, found_by)
         where = (
             "this agent turn"
             if target.target_type == "agent"
@@ -179,6 +180,11 @@ def default_case(
     text_out = cap((text_out or "").strip(), "actual_output", truncated)
     if truncated:
         metadata["truncated_fields"] = truncated
+    trajectory = (
+        trace_trajectory(tree, span.trace_id)
+        if target.target_type == "trace"
+        else trajectory_of(tree, span)
+    )
     return LLMTestCase(
         input=text_in,
         actual_output=text_out,
@@ -186,6 +192,7 @@ def default_case(
         tools_called=tools,
         metadata=metadata,
         name=span.name,
+        trajectory=trajectory,
     )
 
 
@@ -249,7 +256,7 @@ def _conversation_case(
     why: list[str] = []
     for position, span in enumerate(turns_of):
         local: dict[str, str] = {}
-        text_in, text_out = _turn_text(span, tree, local)
+        text_in, text_out = turn_text(span, tree, local)
         if not text_in and not text_out:
             empty += 1
             why.extend(local.values())
@@ -271,6 +278,7 @@ def _conversation_case(
                     retrieval_context=retrieval_context(tree, scope, {}, where, truncated),
                     tools_called=tools_called(tree, scope, {}, where),
                     metadata={"trace_id": span.trace_id, "span_id": span.span_id},
+                    trajectory=trajectory_of(tree, span),
                 )
             )
     if not turns:
@@ -304,88 +312,6 @@ def _missing(metric: Any, case: Case) -> list[str]:
             if name in required and not getattr(case, name) and name not in missing:
                 missing.append(name)
     return missing
-
-
-# ====================================================================== text fields
-def _why_empty(view: GenAIView, field_name: str) -> str:
-    span = view.span
-    what = "input" if field_name == "input" else "output"
-    if view.capture_off:  # the setting to switch on explains best
-        return f"span {span.span_id} ({span.name!r}) has no {what} text: {view.capture_off}"
-    if field_name in view.notes:
-        return view.notes[field_name]
-    if view.kind == "agent" or view.kind is None:
-        return f"span {span.span_id} ({span.name!r}) has no {what} text of its own"
-    return f"span {span.span_id} ({span.name!r}) has no {what} text ({view.dialect} span)"
-
-
-def _turn_text(
-    span: SpanRecord, tree: SpanTree, notes: dict[str, str], found_by: dict[str, str] | None = None
-) -> tuple[str | None, str | None]:
-    """A span's question and answer. An agent turn that carries no text itself (the official
-    OpenAI instrumentation's agent spans, an app's own turn span around an instrumented client,
-    an inferred turn) speaks through its model calls: the first call's input, the last call's
-    output."""
-    view = read_span(span)
-    if tree.kind(span) != "agent":
-        return (
-            _first_text([span], "input", notes, found_by, span),
-            _first_text([span], "actual_output", notes, found_by, span),
-        )
-    # a value that is there but unreadable is reported, not papered over by the calls below;
-    # a Python repr is no value: the calls say it better
-    calls = [
-        s for s in tree.subtree(span) if tree.kind(s) == "llm" and tree.collapsed_into(s) is None
-    ]
-    own = [] if tree.how_kind(span) and _structured(view) else [span]
-    ins = [span] if _unreadable(view, "input") else [*own, *calls]
-    outs = [span] if _unreadable(view, "actual_output") else [*own, *reversed(calls)]
-    return (
-        _first_text(ins, "input", notes, found_by, span),
-        _first_text(outs, "actual_output", notes, found_by, span),
-    )
-
-
-def _unreadable(view: GenAIView, field_name: str) -> bool:
-    return field_name in view.notes and "Python repr" not in view.notes[field_name]
-
-
-def _structured(view: GenAIView) -> bool:
-    """An inferred turn's own text that is a JSON dump of its arguments (a workflow's start
-    event, a handler's request): its model calls hold the question and answer better."""
-    return any(
-        t is not None and t.lstrip()[:1] in "[{" for t in (view.input_text, view.output_text)
-    )
-
-
-def _first_text(
-    spans: Iterable[SpanRecord],
-    field_name: str,
-    notes: dict[str, str],
-    found_by: dict[str, str] | None = None,
-    primary: SpanRecord | None = None,
-) -> str | None:
-    """The first text among ``spans``; when none has one, the note says why: a capture setting
-    any of them names, else the first span's reason."""
-    first_note = capture_note = None
-    for span in spans:
-        view = read_span(span)
-        found = view.input_text if field_name == "input" else view.output_text
-        if found and found.strip():
-            if found_by is not None:
-                how = view.found.get(field_name, f"{view.dialect} attributes")
-                found_by[field_name] = (
-                    how if span is primary else f"span {span.span_id} ({span.name!r}): {how}"
-                )
-            return found
-        if first_note is None:
-            first_note = _why_empty(view, field_name)
-        if capture_note is None and view.capture_off:
-            capture_note = _why_empty(view, field_name)
-    note = capture_note or first_note
-    if note is not None:
-        notes.setdefault(field_name, note)
-    return None
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -112,7 +112,7 @@ def find_targets(
     ordered = sorted(spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
     if rule.target == "trace":
         roots = [s for s in ordered if s.is_root]
-        if not roots or (apply_filter and not rule.matches_span(roots[0])):
+        if not roots or (apply_filter and not rule.matches_span(roots[0], tree)):
             return []
         root = roots[0]
         end = max(
@@ -152,9 +152,9 @@ def _matches(rule: Rule, span: SpanRecord, tree: SpanTree) -> bool:
     """A filter matches one operation when it matches any span that describes it (the kept
     span or a wrapper collapsed into it: a run span may carry the agent name, the inner span
     the content)."""
-    if rule.matches_span(span):
+    if rule.matches_span(span, tree):
         return True
-    return any(rule.matches_span(other) for other in tree.collapsed_from(span))
+    return any(rule.matches_span(other, tree) for other in tree.collapsed_from(span))
 
 
 def target_tree(spans: list[SpanRecord]) -> SpanTree:

@@ -36,11 +36,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from spanjudge.evaluators.online.rebuild import cases
+from spanjudge.evaluators.online.rebuild import texts
 from spanjudge.evaluators.online.rebuild.context import cap
 from spanjudge.evaluators.online.rebuild.dialects import read_span
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import Skip, Target
+from spanjudge.evaluators.online.rebuild.targets import Target
 from spanjudge.evaluators.online.rebuild.trajectory_read import (
     MAX_STEP_CHARS,
     ToolDefinition,
@@ -55,7 +55,6 @@ from spanjudge.evaluators.online.rebuild.trajectory_read import (
     short,
     transfer_target,
 )
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -71,7 +70,6 @@ __all__ = [
     "trace_trajectory",
     "trajectory_for",
     "trajectory_of",
-    "with_trajectory",
 ]
 
 MAX_STEPS = 1_000
@@ -183,7 +181,7 @@ def trajectory_of(tree: SpanTree, span: SpanRecord) -> Trajectory:
     if kind == "agent":
         scope: list[SpanRecord] = tree.subtree(span)
         found = Trajectory("agent", span.trace_id, span.span_id, agent=view.agent_name)
-        text_in, text_out = cases._turn_text(span, tree, {})
+        text_in, text_out = texts.turn_text(span, tree, {})
     elif kind == "llm":
         scope = [*tree.scope_of(span), span]
         turn = tree.turn_of(span)
@@ -218,8 +216,8 @@ def trace_trajectory(tree: SpanTree, trace_id: str) -> Trajectory:
     agents = [s for s in spans if tree.kind(s) == "agent" and tree.collapsed_into(s) is None]
     llms = [s for s in spans if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
     found.agent = next((read_span(s).agent_name for s in agents if read_span(s).agent_name), None)
-    text_in = cases._first_text([root, *agents, *llms], "input", {})
-    text_out = cases._first_text([root, *reversed(agents), *reversed(llms)], "actual_output", {})
+    text_in = texts.first_text([root, *agents, *llms], "input", {})
+    text_out = texts.first_text([root, *reversed(agents), *reversed(llms)], "actual_output", {})
     _fill(found, tree, [s for s in spans if s is not root], [root])
     _texts(found, text_in, text_out)
     return found
@@ -241,24 +239,6 @@ def trajectory_for(target: Target, spans: list[SpanRecord]) -> list[Trajectory]:
     if target.target_type == "trace":
         return [trace_trajectory(tree, target.span.trace_id)]
     return [trajectory_of(tree, target.span)]
-
-
-def with_trajectory(spans: list[SpanRecord], target: Target) -> Any:
-    """The built-in test case with its ``trajectory`` set (per assistant turn for a
-    conversation); usable as ``Rule(build_case=with_trajectory)``. A :class:`Skip` as is."""
-    case = cases.default_case(target, spans)
-    if isinstance(case, Skip):
-        return case
-    found = trajectory_for(target, spans)
-    if isinstance(case, LLMTestCase):
-        case.trajectory = found[0] if found else None
-    elif isinstance(case, ConversationalTestCase):
-        by_span = {t.span_id: t for t in found}
-        for turn in case.turns:
-            span_id = (turn.metadata or {}).get("span_id")
-            if turn.role == "assistant" and span_id in by_span:
-                turn.trajectory = by_span[span_id]
-    return case
 
 
 # ====================================================================== reading

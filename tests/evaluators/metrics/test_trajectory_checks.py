@@ -11,7 +11,7 @@ import pytest
 from spanjudge.errors import MissingFieldError
 from spanjudge.evaluators.metrics import RepeatedCallCheck, StepLimitCheck, ToolErrorCheck
 from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.cases import build_case
+from spanjudge.evaluators.online.rebuild.cases import build_case, default_case
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import find_targets
 from spanjudge.evaluators.online.rebuild.trajectory import (
@@ -19,7 +19,6 @@ from spanjudge.evaluators.online.rebuild.trajectory import (
     Step,
     Trajectory,
     trajectory_of,
-    with_trajectory,
 )
 from spanjudge.evaluators.test_case import LLMTestCase
 from tests.evaluators.online.spans import Trace
@@ -44,7 +43,7 @@ def looping_turn(times: int = 3, fail: bool = False) -> Trace:
 
 def turn_case(t: Trace) -> LLMTestCase:
     [target] = find_targets(Rule(ToolErrorCheck(), target="agent"), t.spans)
-    case = with_trajectory(t.spans, target)
+    case = default_case(target, t.spans)
     assert isinstance(case, LLMTestCase)
     return case
 
@@ -151,9 +150,9 @@ def test_a_case_without_a_trajectory_is_a_missing_field() -> None:
     assert check.score is None
 
 
-def test_checks_run_in_a_rule_with_the_trajectory_builder() -> None:
+def test_checks_run_in_a_rule_on_the_rebuilt_case() -> None:
     t = looping_turn(3, fail=True)
-    rule = Rule(RepeatedCallCheck(), target="agent", build_case=with_trajectory)
+    rule = Rule(RepeatedCallCheck(), target="agent")
     [target] = find_targets(rule, t.spans)
     case = build_case(rule, target, t.spans)
     assert isinstance(case, LLMTestCase)
@@ -162,12 +161,14 @@ def test_checks_run_in_a_rule_with_the_trajectory_builder() -> None:
     assert rule.name == "repeated_tool_calls-agent"
 
 
-def test_without_the_builder_the_rule_skips_naming_the_trajectory() -> None:
-    t = looping_turn(1)
-    rule = Rule(ToolErrorCheck(), target="agent")
+def test_a_trace_target_checks_the_whole_trace() -> None:
+    t = looping_turn(3)
+    rule = Rule(RepeatedCallCheck(), target="trace")
     [target] = find_targets(rule, t.spans)
-    skip = build_case(rule, target, t.spans)
-    assert getattr(skip, "missing", None) == ["trajectory"]
+    case = build_case(rule, target, t.spans)
+    assert isinstance(case, LLMTestCase) and case.trajectory is not None
+    assert case.trajectory.scope == "trace"
+    assert asyncio.run(rule.metric.clone().a_measure(case)) == 0.0
 
 
 def test_clone_keeps_the_configuration() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spanjudge.evaluators.online.rebuild.cases import default_case
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import conversation_target, find_targets
 from spanjudge.evaluators.online.rebuild.trajectory import (
@@ -19,7 +20,6 @@ from spanjudge.evaluators.online.rebuild.trajectory import (
     trace_trajectory,
     trajectory_for,
     trajectory_of,
-    with_trajectory,
 )
 from spanjudge.evaluators.online.rebuild.trajectory_read import requested_tool_calls
 from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
@@ -284,7 +284,7 @@ def test_each_conversation_turn_gets_its_trajectory() -> None:
     assert target is not None
     found = trajectory_for(target, t.spans)
     assert [[s.arguments for s in tr.steps] for tr in found] == [[{"id": 7}], [{"id": 8}]]
-    case = with_trajectory(t.spans, target)
+    case = default_case(target, t.spans)
     assert isinstance(case, ConversationalTestCase)
     assert [turn.trajectory.task for turn in case.turns if turn.trajectory] == [
         "Where is 7?",
@@ -292,13 +292,13 @@ def test_each_conversation_turn_gets_its_trajectory() -> None:
     ]
 
 
-def test_with_trajectory_sets_the_case_field_and_keeps_it_out_of_dumps() -> None:
+def test_the_rebuilt_case_carries_the_trajectory_and_keeps_it_out_of_dumps() -> None:
     from spanjudge.evaluators.metrics import ToolErrorCheck
     from spanjudge.evaluators.online import Rule
 
     t, _ = agent_turn()
     [target] = find_targets(Rule(ToolErrorCheck(), target="agent"), t.spans)
-    case = with_trajectory(t.spans, target)
+    case = default_case(target, t.spans)
     assert isinstance(case, LLMTestCase) and case.trajectory is not None
     assert len(case.trajectory.steps) == 4
     assert "trajectory" not in case.model_dump()

@@ -119,6 +119,14 @@ def test_a_conversation_passes_when_any_turn_does() -> None:
     ).matches(target, target_tree(t.spans))
 
 
+def test_planning_finds_only_the_targets_the_trajectory_filter_passes() -> None:
+    spans, top = turn(tools=("search",))
+    found = Rule(ToolErrorCheck(), target="agent", filter={"trajectory": {"tool": "search"}})
+    assert [t.span_id for t in find_targets(found, spans)] == [top.span_id]
+    other = Rule(ToolErrorCheck(), target="agent", filter={"trajectory": {"tool": "refund"}})
+    assert find_targets(other, spans) == []
+
+
 def test_rule_targets_found_with_the_tree_honour_the_filter() -> None:
     spans, top = turn(tools=("search",))
     rule = Rule(ToolErrorCheck(), target="agent", filter={"trajectory": {"tool": "search"}})
