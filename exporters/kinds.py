@@ -43,7 +43,15 @@ TARGET_TYPES: Final[tuple[TargetType, ...]] = get_args(TargetType)
 
 # The built-in metrics a worker rule names (``[[rules]] metric = ...``). "geval" is criteria of
 # your own; on target "conversation" it is the conversational G-Eval.
-MetricName = Literal["faithfulness", "bias", "topic_adherence", "geval"]
+MetricName = Literal[
+    "faithfulness",
+    "bias",
+    "topic_adherence",
+    "geval",
+    "tool_errors",
+    "repeated_tool_calls",
+    "step_limit",
+]
 METRIC_NAMES: Final[tuple[MetricName, ...]] = get_args(MetricName)
 # The built-in metrics whose results carry that very name; a G-Eval result carries the name its
 # user gave it, so "geval" is never the name of a stored result.

@@ -93,6 +93,10 @@ def metric_class(config: RuleConfig) -> Any:
         "bias": metrics.BiasMetric,
         "topic_adherence": metrics.TopicAdherenceMetric,
         "geval": metrics.ConversationalGEval if config.target == "conversation" else metrics.GEval,
+        # deterministic checks on the agent's trajectory: no judge call
+        "tool_errors": metrics.ToolErrorCheck,
+        "repeated_tool_calls": metrics.RepeatedCallCheck,
+        "step_limit": metrics.StepLimitCheck,
     }
     return classes[config.metric]
 
