@@ -45,7 +45,6 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spanjudge.evaluators.online.planning.risk import risk_signals
-from spanjudge.evaluators.online.review.segments import result_segments
 from spanjudge.exporters.store.summaries import UNSET, SegmentSums
 
 if TYPE_CHECKING:
@@ -61,6 +60,7 @@ __all__ = [
     "SummarySource",
     "allocate",
     "budget_level",
+    "segment_value",
 ]
 
 MIN_PROBABILITY = 1e-4
@@ -202,7 +202,7 @@ class Allocation:
         rule's ``sample_rate`` for a segment not seen yet), at least ``risk_sample_rate`` when
         it shows a risk signal (:mod:`~spanjudge.evaluators.online.planning.risk`)."""
         state = self.state(rule, now)
-        value = result_segments(target, rule.segment_keys).get(rule.allocate_by, UNSET)
+        value = segment_value(target, rule.allocate_by, rule.segment_keys)
         rate = state.probabilities.get(value, rule.sample_rate)
         if rule.risk_sample_rate <= rate:
             return rate
@@ -261,6 +261,48 @@ class Allocation:
         versions = _per_segment(summary(by="service.version", rule=rule.name))
         first_seen = {v: s.first_at for v, s in versions.items() if math.isfinite(s.first_at)}
         return AllocationState(probabilities, first_seen, now)
+
+
+_MAX_VALUE_CHARS = 128
+_MAX_RULE_KEYS = 8
+
+
+def segment_value(target: Target, key: str, segment_keys: Sequence[str] = ()) -> str:
+    """The value of ``key`` the target's result will carry (``UNSET`` when none).
+
+    A second copy of ``review.segments.result_segments`` for one key: planning sits below
+    review in the import graph (review's explain imports the sampler), and this reads only the
+    one key, not four. ``tests/evaluators/online/test_allocation.py`` holds the two together.
+    """
+    span = target.span
+    resource = span.resource if span is not None else {}
+    found: Any = None
+    if key in list(segment_keys)[:_MAX_RULE_KEYS] and span is not None:
+        found = span.attributes.get(key)
+        found = _text(found if found is not None else resource.get(key))
+    if found is not None:  # a rule's key wins over a built-in one of the same name
+        return str(found)
+    value: Any = None
+    if key == "service":
+        value = target.service_name
+    elif key == "service.version":
+        value = resource.get("service.version")
+    elif key in ("model", "agent") and span is not None:
+        try:
+            from spanjudge.evaluators.online.rebuild.dialects import read_span
+
+            view = read_span(span)
+            value = view.model if key == "model" else view.agent_name
+        except Exception:  # as for the result: a value that cannot be read is left out
+            value = None
+    return _text(value) or UNSET
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, (list, dict, tuple)):
+        return None
+    text = str(value).strip()
+    return text[:_MAX_VALUE_CHARS] if text else None
 
 
 def _per_day(

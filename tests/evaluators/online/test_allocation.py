@@ -298,3 +298,21 @@ def test_a_late_fail_label_queues_the_target_its_rule_passed_over(tmp_path: Path
         ("faith", late.spans[0].span_id, 1.0)
     ]
     store.close()
+
+
+def test_the_allocations_segment_value_is_the_one_the_result_carries() -> None:
+    from spanjudge.evaluators.online.planning.allocation import segment_value
+    from spanjudge.evaluators.online.review.segments import result_segments
+    from spanjudge.exporters.store.summaries import UNSET
+
+    trace = Trace("shop")
+    root = trace.agent(name="support", **{"tenant.tier": "gold", "service": "override"})
+    plain = trace.llm(parent=root, model="gpt-4o")
+    plain.resource.update({"service.version": "1.5.0", "region": " eu ", "blank": " "})
+    for span in (root, plain):
+        target = target_of(span)
+        for keys in ((), ("tenant.tier", "region", "service", "blank")):
+            carried = result_segments(target, keys)
+            for key in ("service", "service.version", "model", "agent", "tenant.tier",
+                        "region", "blank", "absent"):  # fmt: skip
+                assert segment_value(target, key, keys) == carried.get(key, UNSET), (key, keys)
