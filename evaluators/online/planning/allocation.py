@@ -71,6 +71,8 @@ REFRESH_SECONDS = 300.0
 _FAIL_CACHE = 5000  # traces whose labels are remembered (a few pages of planning)
 WINDOW_SECONDS = 86400.0
 """The window of results an allocation is computed from (the interval gauges' 24 hours)."""
+VERSION_WINDOW_SECONDS = 7 * 86400.0
+"""The window a version's first result is looked for in (the regression comparison's)."""
 
 
 class SummarySource(Protocol):
@@ -258,7 +260,9 @@ class Allocation:
             half_width=rule.target_half_width,
             window_days=window_days,
         )
-        versions = _per_segment(summary(by="service.version", rule=rule.name))
+        versions = _per_segment(
+            summary(by="service.version", since=now - VERSION_WINDOW_SECONDS, rule=rule.name)
+        )
         first_seen = {v: s.first_at for v, s in versions.items() if math.isfinite(s.first_at)}
         return AllocationState(probabilities, first_seen, now)
 
