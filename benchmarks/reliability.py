@@ -19,7 +19,7 @@ Each row injects one fault on loopback and prints what came of it as one JSON do
 - ``receiver``: a real ``spanjudge worker`` takes the faults at its receiver and setup: a span
   starting at 2**63 among good ones, a protobuf bomb, late spans, a judge outage longer than
   the old retry window, an empty bearer token, a traces-only backend
-  (``reliability_receiver.py``; with ``--smoke`` only when ``--rows`` names it).
+  (``_reliability_receiver.py``; with ``--smoke`` only when ``--rows`` names it).
 
 Counts per row: ``expected`` evaluations (stored, sampled agent targets), ``done`` (scored),
 ``errored`` (an error result), ``lost`` (expected with no result), ``duplicated`` (a target with
@@ -1041,7 +1041,7 @@ def main() -> None:
             kills, cases = (1, 6) if args.smoke else (3, 40) if quick else (6, 120)
             result["rows"].append(row_kill(cases, kills, tmp, rng))
         if "receiver" in rows:
-            from reliability_receiver import receiver_rows
+            from _reliability_receiver import receiver_rows
 
             size = "smoke" if args.smoke else "quick" if quick else "full"
             result["rows"].extend(receiver_rows(size))
