@@ -294,10 +294,12 @@ class ResultStore(Protocol):
         rule: str | None = None,
         target_id: str | None = None,
         trace_id: str | None = None,
+        job_id: int | None = None,
         limit: int = 1000,
     ) -> list[Superseded]:
         """Results a later evaluation of the same target replaced, matching every given
-        filter, oldest first."""
+        filter, oldest first (a redone job keeps its id: ``job_id`` finds its earlier results
+        by index)."""
         ...
 
 

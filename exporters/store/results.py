@@ -100,10 +100,14 @@ class ResultQueries(SqlCore):
         rule: str | None = None,
         target_id: str | None = None,
         trace_id: str | None = None,
+        job_id: int | None = None,
         limit: int = 1000,
     ) -> list[Superseded]:
         clause, params = self.where(
-            ("rule = ?", rule), ("target_id = ?", target_id), ("trace_id = ?", trace_id)
+            ("rule = ?", rule),
+            ("target_id = ?", target_id),
+            ("trace_id = ?", trace_id),
+            ("job_id = ?", job_id),
         )
         rows = self.select(
             "SELECT job_id, record, superseded_at, reason FROM superseded_results"
