@@ -14,8 +14,11 @@ version 1.5.0, whose pass rate drops from 0.92 to 0.85 (the planted regression),
 * a **fixed rate**: the rate at which the smallest segment reaches the same precision
   (``z^2 p (1 - p) / h^2`` verdicts of its daily traffic).
 
-The judge is a stub answering from the planted truth (no HTTP: the point is the statistics; the
-planner's own use of the allocation is tested in tests/evaluators/online/test_allocation.py).
+The judge is a stub answering from the planted truth (no HTTP: the point is the statistics,
+and a judge server would add minutes per run, not information). ``through_planner`` then runs
+two days of the same segments through the real planner on a SQLite store: spans written and
+planned hourly, jobs completed by the stub judge with their recorded probability, the
+allocation read from the store's own summary sums.
 Every result carries weight ``1 / p``; estimates are the real ``pass_rate`` (Hajek, weighted
 Wilson) and ``compare_pass_rate`` (confidence sequence) on the summed weights, checked after
 every evaluation of the new version.
@@ -34,8 +37,10 @@ import argparse
 import json
 import random
 import statistics
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
@@ -262,6 +267,78 @@ def summarise(
     return out
 
 
+def llm_span(trace_id: int, service: str, at: float) -> SpanRecord:
+    """An LLM call as our tracer writes it (the planner finds it as an ``llm`` target)."""
+    text = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
+    return SpanRecord(
+        f"{trace_id:032x}", f"{trace_id:016x}", "chat stub", int(at * 1e9), int(at * 1e9) + 1,
+        attributes={"gen_ai.operation.name": "chat", "spanjudge.kind": "llm",
+                    "gen_ai.request.model": "stub", "gen_ai.input.messages": text,
+                    "gen_ai.output.messages": text},
+        resource={"service.name": service},
+    )  # fmt: skip
+
+
+def through_planner(days: int, half_width: float, scale: float) -> dict[str, Any]:
+    """The same segments (traffic times ``scale``) through the real planner on a SQLite store:
+    spans written, planned each hour, jobs claimed and completed by the stub judge, the
+    allocation read from the store's own summary sums. Judge calls and the day's estimate per
+    segment, and how many jobs recorded a probability other than the rule's rate."""
+    from spanjudge.evaluators.online.planning.planner import Planner, TickReport
+    from spanjudge.exporters.records import EvaluationRecord
+    from spanjudge.exporters.store import SQLiteStore
+
+    rng = random.Random(7)
+    rule = Rule(FaithfulnessMetric(model="stub"), name="faith", sample_rate=COLD_RATE,
+                target_half_width=half_width, risk_sample_rate=0.0)  # fmt: skip
+    out: dict[str, Any] = {"scale": scale, "days": days, "segments": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(f"sqlite:///{Path(tmp) / 'sim.db'}")
+        planner = Planner({rule.name: rule}, store, clock=lambda: 0.0)
+        truth: dict[str, tuple[str, int]] = {}
+        daily: dict[tuple[int, str], SegmentSums] = {}
+        allocated = ids = 0
+        for day in range(days):
+            for hour in range(24):
+                at = day * DAY + hour * HOUR + 1.0
+                spans = []
+                for segment, (per_day, rate) in SEGMENTS.items():
+                    for _ in range(round(per_day * scale / 24)):
+                        ids += 1
+                        spans.append(llm_span(ids, segment, at))
+                        truth[f"{ids:016x}"] = (segment, 1 if rng.random() < rate else 0)
+                store.write_spans(spans, now=at)
+                planner.plan_traces([s.trace_id for s in spans], TickReport(), at + 60)
+                for job in store.claim_jobs(
+                    owner="b", limit=100_000, lease_seconds=60, now=at + 61
+                ):
+                    segment, passed = truth[job.target_id]
+                    p = job.sample_rate or 1.0
+                    allocated += p != COLD_RATE
+                    record = EvaluationRecord(
+                        rule="faith", metric="faithfulness", target_type="llm",
+                        target_id=job.target_id, trace_id=job.trace_id, span_id=job.span_id,
+                        score=float(passed), success=bool(passed), sample_rate=p,
+                        service_name=segment, segments={"service": segment},
+                        finished_at=at + 62,
+                    )  # fmt: skip
+                    store.complete_job(job.job_id, owner="b", record=record, now=at + 62)
+                    add(daily.setdefault((day, segment), SegmentSums()), passed, 1 / p, at)
+        store.close()
+    for segment in SEGMENTS:
+        last = daily.get((days - 1, segment), SegmentSums())
+        estimate, _n = pass_rate(last)
+        out["segments"][segment] = {
+            "judge_calls_last_day": last.verdicts,
+            "pass_rate_last_day": None if estimate.value is None else round(estimate.value, 4),
+            "half_width_last_day": None
+            if estimate.low is None or estimate.high is None
+            else round((estimate.high - estimate.low) / 2, 4),
+        }
+    out["jobs_with_an_allocated_probability"] = allocated
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=400, help="runs, half with the regression")
@@ -298,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         "judge": "stub answering from the planted truth (no HTTP)",
         "samplers": result,
         "budget_over_fixed_calls": round(budget / fixed_calls, 4) if fixed_calls else None,
+        "through_planner": through_planner(2, args.half_width, 0.05 if args.smoke else 1.0),
     }
     print(json.dumps(doc, indent=2))
     return 0

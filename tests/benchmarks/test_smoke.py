@@ -133,6 +133,8 @@ def _check_sampling(doc: dict[str, Any]) -> None:
         assert sampler["judge_calls_per_day"] > 0
     # the precision target spends far fewer judge calls than the fixed rate matching it
     assert doc["budget_over_fixed_calls"] < 0.5
+    # through the real planner, jobs record the allocation's probabilities once it has sums
+    assert doc["through_planner"]["jobs_with_an_allocated_probability"] > 0
 
 
 # script -> (extra arguments, top-level keys, outcome checks); the slowest first, so the three
