@@ -316,3 +316,10 @@ def test_the_allocations_segment_value_is_the_one_the_result_carries() -> None:
             for key in ("service", "service.version", "model", "agent", "tenant.tier",
                         "region", "blank", "absent"):  # fmt: skip
                 assert segment_value(target, key, keys) == carried.get(key, UNSET), (key, keys)
+
+
+def test_the_module_docstring_example_holds() -> None:
+    big = SegmentSums(verdicts=100, pass_weight=10000.0, passed_weight=9500.0)
+    small = SegmentSums(verdicts=50, pass_weight=50.0, passed_weight=40.0)
+    probs = allocate({"big": big, "small": small}, per_day=200)
+    assert probs == {"big": pytest.approx(0.015), "small": 1.0}
