@@ -33,6 +33,7 @@ from spanjudge.evaluators.online.loop.delivery import Delivery
 from spanjudge.evaluators.online.loop.drain import Drain
 from spanjudge.evaluators.online.loop.runner import Runner
 from spanjudge.evaluators.online.loop.schedule import every
+from spanjudge.evaluators.online.planning.labels import LabelWatch
 from spanjudge.evaluators.online.planning.planner import Planner, TickReport
 from spanjudge.evaluators.online.planning.rules import Rule
 from spanjudge.exporters.records import EvaluationRecord
@@ -97,6 +98,12 @@ class Monitor:
         self._scheduler: Any = None
         self.planner = Planner(
             self.rules, self.store, clock=clock, telemetry=telemetry, stopping=self._stopping
+        )
+        # a person's late fail label queues the targets a budget or precision rule passed over
+        self.labels = (
+            LabelWatch(self.planner, since=clock())
+            if any(getattr(r, "has_target", False) for r in self.rules.values())
+            else None
         )
         self.runner = Runner(
             self.rules,
@@ -218,6 +225,8 @@ class Monitor:
         config = self.config
         now = self.clock()
         report.requeued += self.store.requeue_expired(now=now)
+        if self.labels is not None:
+            self.labels.tick(report, now=now)
         if self.delivery is not None:
             report.reemitted += self.delivery.reemit(
                 now, flush_timeout=config.flush_timeout_seconds
