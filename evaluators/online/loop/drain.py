@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
+from spanjudge.evaluators.online.loop.batch_spans import BatchSpans
 from spanjudge.evaluators.online.loop.config import MonitorConfig
 from spanjudge.evaluators.online.loop.runner import Runner
 from spanjudge.evaluators.online.planning.planner import TickReport
@@ -128,8 +129,10 @@ class Drain:
                     )
                 )
                 report.claimed += len(jobs)
+                shared = BatchSpans(jobs)  # the batch's jobs of one trace load it once
                 running.update(
-                    asyncio.create_task(self.runner.run_job(j, report, io)) for j in jobs
+                    asyncio.create_task(self.runner.run_job(j, report, io, shared=shared))
+                    for j in jobs
                 )
             if not running:
                 if plan and pace.backlog and not self.stopping.is_set():

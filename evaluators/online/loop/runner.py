@@ -26,6 +26,7 @@ from tenacity import wait_incrementing
 from tenacity.wait import wait_base
 
 from spanjudge.evaluators.backoff import delay_after
+from spanjudge.evaluators.online.loop.batch_spans import BatchSpans, by_id
 from spanjudge.evaluators.online.loop.config import MonitorConfig
 from spanjudge.evaluators.online.loop.outage import TRANSIENT_ERRORS, JudgeHealth
 from spanjudge.evaluators.online.loop.result_cache import ResultCache, cache_key, reuse
@@ -126,16 +127,26 @@ class Runner:
         """Run ``jobs``, at most ``config.concurrency`` at once."""
         limit = asyncio.Semaphore(self.config.concurrency)
 
+        shared = BatchSpans(jobs)
+
         async def run(job: Job) -> None:
             async with limit:
-                await self.run_job(job, report)
+                await self.run_job(job, report, shared=shared)
 
         await asyncio.gather(*(run(job) for job in jobs))
 
-    async def run_job(self, job: Job, report: TickReport, io: Offload[Any] = inline) -> None:
+    async def run_job(
+        self,
+        job: Job,
+        report: TickReport,
+        io: Offload[Any] = inline,
+        *,
+        shared: BatchSpans | None = None,
+    ) -> None:
         """Evaluate one claimed job in three steps: :meth:`prepare` and :meth:`finish` (the
         store, the emit, the budget) go through ``io``; the judge calls between them stay on
-        the running loop."""
+        the running loop. ``shared`` holds the traces of the job's claim batch, each loaded
+        once for all its jobs."""
         rule = self.rules.get(job.rule)
         started = self.clock()
         if rule is None:
@@ -146,7 +157,7 @@ class Runner:
             )
             return
         try:
-            record, case, key = await io(partial(self.prepare, rule, job, started))
+            record, case, key = await io(partial(self.prepare, rule, job, started, shared))
         except StoreError as exc:
             # the store failed, not the job's spans: give the job back for a later tick rather
             # than record it as skipped (a failure to give it back ends the tick; its lease
@@ -183,13 +194,13 @@ class Runner:
             report.lost_lease += 1
 
     def prepare(
-        self, rule: Rule, job: Job, started: float
+        self, rule: Rule, job: Job, started: float, shared: BatchSpans | None = None
     ) -> tuple[EvaluationRecord, Any | None, str | None]:
         """A job's record, its rebuilt case (None when it cannot be rebuilt: the record then
         says why it was skipped) and its judge-cache key. On a cache hit the record already
         holds the reused outcome (``record.cached``) and no judge call is needed."""
         try:
-            spans, target = self.load_target(job)
+            spans, target = self.load_target(job, shared)
         except StoreError:
             raise  # the store, not a row: run_job gives the job back
         except Exception as exc:  # a broken store row must not stop the other jobs
@@ -255,17 +266,23 @@ class Runner:
         )
         return True
 
-    def load_target(self, job: Job) -> tuple[list[SpanRecord], Target | None]:
-        """The spans a job's case is rebuilt from, and its target among them (None if gone)."""
+    def load_target(
+        self, job: Job, shared: BatchSpans | None = None
+    ) -> tuple[list[SpanRecord], Target | None]:
+        """The spans a job's case is rebuilt from, and its target among them (None if gone);
+        with ``shared``, a trace and its targets are found once for the batch's jobs of it."""
         rule = self.rules[job.rule]
         if job.target_type == "conversation":
             spans = load_conversation(self.store, job.target_id)
             return spans, conversation_target(job.target_id, spans)
-        spans = load_trace(self.store, job.trace_id) if job.trace_id else []
-        for target in find_targets(rule, spans):
-            if target.target_id == job.target_id:
-                return spans, target
-        return spans, None
+        if not job.trace_id:
+            return [], None
+        if shared is None:
+            spans = load_trace(self.store, job.trace_id)
+            targets = by_id(find_targets(rule, spans))
+        else:
+            spans, targets = shared.take(self.store, rule, job.trace_id)
+        return spans, targets.get(job.target_id)
 
 
 # Results of one target counted for its revision; a target redone more often than this shares

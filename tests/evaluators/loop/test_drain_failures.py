@@ -37,7 +37,7 @@ class _Runner:
         self.failing = failing
         self.finished: list[str] = []
 
-    async def run_job(self, job: str, report: TickReport, io: Any) -> None:
+    async def run_job(self, job: str, report: TickReport, io: Any, shared: Any = None) -> None:
         if job in self.failing:
             raise StoreError(f"SQLite store: database or disk is full ({job})")
         self.finished.append(job)
