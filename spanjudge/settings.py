@@ -245,6 +245,11 @@ class WorkerSettings(LoopSettings, BaseSettings):
     rules_entrypoint: str | None = Field(
         default=None, description='"module:function" returning a list of Rule objects.'
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description='The worker\'s log lines: "text" for people, "json" for log pipelines '
+        "(one JSON object a line: time, level, logger, message, and the traceback if any).",
+    )
 
     @field_validator("bearer_token")
     @classmethod

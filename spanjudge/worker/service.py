@@ -15,11 +15,13 @@ Modes (``mode`` setting):
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from spanjudge.exporters.store.urls import redact_url
@@ -263,12 +265,38 @@ def _signal_url(endpoint: str | None, signal: str) -> str | None:
     return f"{base}/v1/{signal}"
 
 
+class JsonLines(logging.Formatter):
+    """One JSON object a line, for log pipelines (Loki, Elasticsearch, CloudWatch): ``time``
+    (ISO 8601, UTC), ``level``, ``logger``, ``message`` and ``traceback`` when there is one.
+    Messages quoting received data were escaped and cut already (``log_text``); JSON quoting
+    keeps them on one line either way."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def configure_logging(log_format: str) -> None:
+    """The worker's root handler, in the settings' ``log_format``."""
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonLines())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
 def run_worker(settings: WorkerSettings) -> int:
     """``spanjudge worker``: every check first (settings, rules, judge, store, the receiver's
     address), then listen. A failure raises before anything listens, naming the setting."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format)
     worker = Worker(settings)
     try:
         for warning in start_warnings(settings, worker.judge):
