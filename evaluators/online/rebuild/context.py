@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge.evaluators.online.rebuild.dialects import GenAIView, read_span
-from spanjudge.evaluators.online.rebuild.dialects.text import FINAL_ANSWER_TOOL, document_texts
+from spanjudge.evaluators.online.rebuild.dialects.text import document_texts
+from spanjudge.evaluators.online.rebuild.dialects.tool_calls import FINAL_ANSWER_TOOL
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.test_case import ToolCall
 from spanjudge.exporters.records import SpanRecord

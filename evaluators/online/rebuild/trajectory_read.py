@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spanjudge.evaluators.online.rebuild.dialects import text
+from spanjudge.evaluators.online.rebuild.dialects import text, tool_calls
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
@@ -112,7 +112,8 @@ def _call_parts(value: Any, depth: int) -> Iterator[Mapping[str, Any]]:
     if not isinstance(value, Mapping):
         return
     inner = next(
-        (value[k] for k in text.TOOL_CALL_PART_KEYS if isinstance(value.get(k), Mapping)), None
+        (value[k] for k in tool_calls.TOOL_CALL_PART_KEYS if isinstance(value.get(k), Mapping)),
+        None,
     )
     if inner is not None and "role" not in value:
         merged = dict(inner)
@@ -122,7 +123,7 @@ def _call_parts(value: Any, depth: int) -> Iterator[Mapping[str, Any]]:
     legacy = value.get("function_call")  # an OpenAI message before tool_calls
     if isinstance(legacy, Mapping) and not value.get("tool_calls"):
         yield legacy
-    if value.get("type") in text.TOOL_CALL_PART_TYPES:
+    if value.get("type") in tool_calls.TOOL_CALL_PART_TYPES:
         yield value
         return
     for key in ("message", "tool_calls", "parts", "content"):

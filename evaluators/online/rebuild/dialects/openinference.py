@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from spanjudge.evaluators.online.rebuild.dialects import semconv, text
+from spanjudge.evaluators.online.rebuild.dialects import semconv, text, tool_calls
 from spanjudge.evaluators.online.rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -125,7 +125,7 @@ def _tool_call_answer(view: GenAIView, outputs: list[dict[str, Any]]) -> None:
     if not calls:
         return
     for call in calls:
-        answer = text.final_answer(call.get("name"), call.get("arguments"))
+        answer = tool_calls.final_answer(call.get("name"), call.get("arguments"))
         if answer:
             view.output_text = answer
             view.source("actual_output", f"final-answer tool call {call.get('name')}")

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from spanjudge.evaluators.online.rebuild.dialects import text
+from spanjudge.evaluators.online.rebuild.dialects import text, tool_calls
 from spanjudge.evaluators.online.rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -202,8 +202,8 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
     if view.output_text is None:
         found = messages(view, attrs.GEN_AI_OUTPUT_MESSAGES, "actual_output", source)
         if found:
-            view.output_text = text.assistant_text(found) or _final_answer(found)
-            if view.output_text is None and _tool_calls_only(found):
+            view.output_text = text.assistant_text(found) or tool_calls.final_answer_of(found)
+            if view.output_text is None and tool_calls.only_tool_calls(found):
                 view.note(
                     "actual_output",
                     f"span {view.span.span_id} ({view.span.name!r}): the model answered with "
@@ -219,20 +219,6 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
         if found:
             texts = [t for t in (text.message_text(p) for p in found) if t]
             view.system_text = "\n".join(texts) or None
-
-
-def _final_answer(found: list[Any]) -> str | None:
-    for message in found:
-        for call in text.tool_call_parts(message) or ():
-            arguments = call.get("arguments", call.get("input", call.get("args")))
-            answer = text.final_answer(call.get("name"), arguments)
-            if answer:
-                return answer
-    return None
-
-
-def _tool_calls_only(found: list[Any]) -> bool:
-    return bool(found) and all(text.tool_call_parts(m) for m in found)
 
 
 def _read_legacy(view: GenAIView) -> None:
@@ -306,7 +292,7 @@ def _read_events(view: GenAIView) -> None:
         elif outputs and "actual_output" not in view.notes:
             calls = [e for e in view.span.events if e.name == outputs[-1][0]]
             only_calls = any(
-                text.tool_call_parts(e.attributes.get(k))
+                tool_calls.tool_call_parts(e.attributes.get(k))
                 for e in calls
                 for k in ("message", "content")
             )

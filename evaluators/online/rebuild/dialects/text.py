@@ -59,9 +59,6 @@ INPUT_KEYS = (
     "text",
     "content",
 )
-# the tool some agent frameworks answer through (smolagents' final_answer, pydantic-ai's
-# final_result): its arguments are the answer, not a step
-FINAL_ANSWER_TOOL = re.compile(r"(?i)^final[_ -]?(answer|result|output|response)$")
 OUTPUT_KEYS = (
     "output",
     "answer",
@@ -152,50 +149,6 @@ def message_text(message: Any, depth: int = 0) -> str | None:
         return nonempty(text)
     kwargs = message.get("kwargs")  # LangChain's serialised message
     return message_text(kwargs, depth + 1) if isinstance(kwargs, Mapping) else None
-
-
-def final_answer(name: Any, arguments: Any) -> str | None:
-    """The answer a call to a final-answer tool carries (``final_answer(answer="...")``), or
-    ``None`` when ``name`` is another tool or the arguments hold no text."""
-    if not isinstance(name, str) or not FINAL_ANSWER_TOOL.match(name.strip()):
-        return None
-    return captured_text(maybe_json(arguments), ("answer", *OUTPUT_KEYS), want_input=False)
-
-
-TOOL_CALL_PART_KEYS = frozenset(
-    {"toolUse", "tool_use", "functionCall", "function_call", "function"}
-)
-TOOL_CALL_PART_TYPES = frozenset({"tool_call", "tool_use", "function_call", "server_tool_call"})
-
-
-def tool_call_parts(message: Any) -> list[Mapping[str, Any]] | None:
-    """The tool calls a message (or bare block list) holds, when it holds nothing else but
-    tool calls (OpenAI ``tool_calls``, semconv ``tool_call`` parts, Anthropic ``tool_use``,
-    Bedrock/Strands ``toolUse``, Gemini ``functionCall``); ``None`` when it holds text or
-    nothing."""
-    message = maybe_json(message)
-    if isinstance(message, Mapping):
-        if message_text(message):
-            return None
-        parts = message.get("tool_calls") or message.get("parts") or message.get("content")
-    else:
-        parts = message
-    if not isinstance(parts, list) or not parts:
-        return None
-    calls = []
-    for part in parts:
-        if not isinstance(part, Mapping):
-            return None
-        inner = next(
-            (part[k] for k in TOOL_CALL_PART_KEYS if isinstance(part.get(k), Mapping)), None
-        )
-        if inner is not None:
-            calls.append(inner)
-        elif part.get("type") in TOOL_CALL_PART_TYPES:
-            calls.append(part)
-        else:
-            return None
-    return calls
 
 
 def is_message(value: Any) -> bool:
