@@ -5,9 +5,10 @@
 
 Every row comes from a field's declaration (its name, type, default and description) in
 :class:`~spanjudge.evaluators.online.loop.config.LoopSettings`,
-:class:`~spanjudge.settings.WorkerSettings` and :class:`~spanjudge.settings.RuleConfig`; the last
-section from ``spanjudge.settings.OTHER_ENVIRONMENT``. tests/test_settings_model.py fails when
-the page is not what this script writes.
+:class:`~spanjudge.settings.WorkerSettings` and
+:class:`~spanjudge.rule_settings.RuleConfig`; the last section from
+``spanjudge.settings.OTHER_ENVIRONMENT``. tests/test_settings_model.py fails when the page is
+not what this script writes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from spanjudge.evaluators.online.loop.config import LoopSettings
-from spanjudge.settings import OTHER_ENVIRONMENT, RuleConfig, WorkerSettings
+from spanjudge.rule_settings import RuleConfig
+from spanjudge.settings import OTHER_ENVIRONMENT, WorkerSettings
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "settings.md"
 ENV_PREFIX = str(WorkerSettings.model_config.get("env_prefix", ""))
