@@ -141,14 +141,20 @@ def encode_th(threshold: int) -> str:
 
 
 def decode_th(value: str) -> int:
-    """The threshold a ``th`` value encodes: 1 to 14 lowercase hex digits, right-padded
-    with zeros to 14. ``ValueError`` naming ``th`` otherwise."""
+    """The threshold a ``th`` value encodes: 1 to 14 hex digits, right-padded with zeros to 14
+    (uppercase is read too, as the Collector does). ``ValueError`` naming ``th`` otherwise.
+
+    Example::
+
+        >>> decode_th("c") == 0xC0000000000000
+        True
+    """
     if (
         not isinstance(value, str)
         or not 1 <= len(value) <= NUM_HEX_DIGITS
-        or not set(value) <= _HEX
+        or not set(value.lower()) <= _HEX
     ):
-        raise ValueError(f"th must be 1 to 14 lowercase hex digits, got {value!r}")
+        raise ValueError(f"th must be 1 to 14 hex digits, got {value!r}")
     return int(value, 16) << (_HEX_BITS * (NUM_HEX_DIGITS - len(value)))
 
 
@@ -172,12 +178,13 @@ def _ot_fields(tracestate: str | None) -> dict[str, str]:
 def explicit_randomness(tracestate: str | None) -> int | None:
     """The ``rv`` value of the ``ot`` tracestate entry, or ``None`` when there is none.
 
-    ``rv`` must be exactly 14 lowercase hex digits; a malformed one is ignored (``None``), so
-    the trace id's randomness applies (the Collector would instead report the tracestate as
-    unparseable and, by default, drop the span).
+    ``rv`` is 14 hex digits (the specification writes them lowercase; uppercase is read too,
+    as the Collector and the JavaScript SDK do). A malformed one is ignored (``None``), so the
+    trace id's randomness applies, as in the JavaScript SDK (the Collector instead reports the
+    tracestate as unparseable and, by default, drops the span).
     """
     rv = _ot_fields(tracestate).get("rv")
-    if rv is None or len(rv) != NUM_HEX_DIGITS or not set(rv) <= _HEX:
+    if rv is None or len(rv) != NUM_HEX_DIGITS or not set(rv.lower()) <= _HEX:
         return None
     return int(rv, 16)
 
