@@ -37,6 +37,7 @@ __all__ = [
     "encode_th",
     "explicit_randomness",
     "keeps",
+    "key_kept",
     "key_randomness",
     "probability_of",
     "randomness_of",
@@ -245,6 +246,34 @@ def key_randomness(key: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+def key_kept(key: str, probability: float) -> bool:
+    """Whether a key (a conversation id) is in the consistent sample at ``probability``:
+    ``key_randomness(key) >= threshold_for(probability)``, with :func:`keeps`' edge cases.
+
+    Example::
+
+        >>> key_kept("conv-42", 1.0), key_kept("conv-42", 0.0)
+        (True, False)
+    """
+    edge = _edge(probability)
+    if edge is not None:
+        return edge
+    return key_randomness(key) >= _cached_threshold(max(float(probability), MIN_PROBABILITY))
+
+
+def _edge(probability: float) -> bool | None:
+    # True/False for the probabilities decided without randomness, None for the others
+    if isinstance(probability, bool) or not isinstance(probability, (int, float)):
+        raise ValueError(f"probability must be a number, got {probability!r}")
+    if math.isnan(probability):
+        raise ValueError("probability must be a number in [0, 1], got nan")
+    if probability >= 1.0:
+        return True
+    if probability <= 0.0:
+        return False
+    return None
+
+
 def keeps(trace_id: str, probability: float, tracestate: str | None = None) -> bool:
     """Whether the trace is in the consistent sample at ``probability`` (R >= T).
 
@@ -261,14 +290,9 @@ def keeps(trace_id: str, probability: float, tracestate: str | None = None) -> b
         >>> keeps(trace_id, 1.0), keeps(trace_id, 0.0)
         (True, False)
     """
-    if isinstance(probability, bool) or not isinstance(probability, (int, float)):
-        raise ValueError(f"probability must be a number, got {probability!r}")
-    if math.isnan(probability):
-        raise ValueError("probability must be a number in [0, 1], got nan")
-    if probability >= 1.0:
-        return True
-    if probability <= 0.0:
-        return False
+    edge = _edge(probability)
+    if edge is not None:
+        return edge
     try:
         randomness = randomness_of(trace_id, tracestate)
     except ValueError:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.sampler import is_sampled
+from spanjudge.evaluators.online.planning.sampler import rule_keeps
 from spanjudge.evaluators.online.rebuild.loading import load_traces
 from spanjudge.evaluators.online.rebuild.targets import find_targets, target_tree, with_conversation
 from spanjudge.exporters.store import JobSpec
@@ -85,10 +85,18 @@ class LabelWatch:
                     if (rule.name, target.target_type, target.target_id) in planned:
                         continue
                     rate = planner.allocation.probability(rule, target, spans, now)
-                    if not is_sampled(rule.name, target.target_id, rate):
-                        continue
                     tree = tree or target_tree(spans)
-                    spec = planner.admit(rule, with_conversation(target, tree), report, now, rate)
+                    target = with_conversation(target, tree)
+                    if not rule_keeps(
+                        rule.name,
+                        rule.sample_by,
+                        target.target_id,
+                        target.trace_id,
+                        target.conversation_id,
+                        rate,
+                    ):
+                        continue
+                    spec = planner.admit(rule, target, report, now, rate)
                     if spec is not None:
                         specs.append(spec)
         added = store.enqueue_jobs(specs, now=now) if specs else 0

@@ -32,7 +32,7 @@ from spanjudge.evaluators.online.planning.late import (
     late_among,
 )
 from spanjudge.evaluators.online.planning.rules import Rule
-from spanjudge.evaluators.online.planning.sampler import Budget, is_sampled
+from spanjudge.evaluators.online.planning.sampler import Budget, rule_keeps
 from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_traces
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import (
@@ -251,6 +251,8 @@ class Planner:
             for target in targets:
                 if (rule.name, target.target_type, target.target_id) in planned:
                     continue  # planned before (its one job stands): no sampling, no budget
+                if rule.sample_by == "conversation":  # its conversation decides: look it up
+                    target = with_conversation(target, tree := tree or target_tree(spans))
                 rate = self._sampled(rule, target, report, spans, now)
                 if rate is None:
                     continue
@@ -367,7 +369,8 @@ class Planner:
             if rule.has_target
             else rule.sample_rate
         )
-        if is_sampled(rule.name, target.target_id, rate):
+        by, conv = rule.sample_by, target.conversation_id
+        if rule_keeps(rule.name, by, target.target_id, target.trace_id, conv, rate):
             return rate
         self.skip(rule, "not_sampled", report)
         return None

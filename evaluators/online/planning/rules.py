@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
+from spanjudge.evaluators.online.planning.sampler import SampleBy, check_sample_by
 from spanjudge.evaluators.online.planning.trajectory_filter import TrajectoryFilter, trajectory_in
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import TARGET_TYPES, Target
@@ -183,6 +184,9 @@ class Rule:
       (wrapped in :class:`~spanjudge.evaluators.deepeval_bridge.DeepEvalMetric`, named
       ``deepeval_<its name>``; give it ``model=as_deepeval_model(judge)``).
     * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
+    * ``sample_by``: ``"target"`` (that hash), ``"trace"`` (OpenTelemetry's consistent sampling
+      on the trace id: the traces a Collector or SDK sampler at the same rate keeps) or
+      ``"conversation"`` (a hash of the conversation id: whole conversations kept).
     * ``filter``: a :class:`SpanFilter`, a dict with its keys, a
       :class:`~spanjudge.evaluators.online.planning.trajectory_filter.TrajectoryFilter`, or
       ``callable(span) -> bool``; applied to the target span (trace: root span; conversation:
@@ -239,6 +243,7 @@ class Rule:
     target_half_width: float | None = None
     allocate_by: str = "service"
     risk_sample_rate: float = 1.0
+    sample_by: SampleBy = "target"
     _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -272,6 +277,7 @@ class Rule:
         ):
             raise ValueError(f"Rule.sample_rate must be a number between 0 and 1, got {rate!r}")
         self.sample_rate = float(rate)
+        self.sample_by = check_sample_by(self.sample_by, self.target)
         self.max_per_minute = _positive_int("max_per_minute", self.max_per_minute)
         cost = self.max_cost_per_day
         if cost is not None and (

@@ -1,8 +1,13 @@
 """Deterministic sampling and judge budgets.
 
 :func:`is_sampled` hashes (rule name, target id), so every process, every worker and every
-replay picks the same targets without coordination. :class:`Budget` caps how many targets a
-rule admits per minute and how much judge money it spends per UTC day.
+replay picks the same targets without coordination. A rule may instead sample by trace or by
+conversation (:data:`SAMPLE_BY`, :func:`rule_keeps`): then the decision is OpenTelemetry's
+consistent probability sampling (:mod:`~spanjudge.evaluators.online.planning.consistent`), the
+same for every rule at the same rate, for an SDK sampler and for a Collector
+``probabilistic_sampler``; :func:`upstream_rate` says how much of the traffic the rules can
+ever pick, so the Collector may drop the rest. :class:`Budget` caps how many targets a rule
+admits per minute and how much judge money it spends per UTC day.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ import hashlib
 import math
 import threading
 from collections import deque
+from collections.abc import Iterable
+from typing import Literal, Protocol
+
+from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
 
 _TWO_64 = float(2**64)
 RATE_BUDGET = "rate_budget"
@@ -43,6 +52,99 @@ def is_sampled(rule_name: str, target_id: str, rate: float) -> bool:
     if not rate > 0.0:  # also NaN
         return False
     return sample_point(rule_name, target_id) < rate
+
+
+SampleBy = Literal["target", "trace", "conversation"]
+SAMPLE_BY: tuple[SampleBy, ...] = ("target", "trace", "conversation")
+"""What a rule's sample decision is keyed on: ``"target"`` (the default: a hash of the rule's
+name and the target id, independent per rule), ``"trace"`` (the trace id's randomness, as
+OpenTelemetry's samplers decide) or ``"conversation"`` (a hash of the conversation id)."""
+
+
+def check_sample_by(value: object, target: str) -> SampleBy:
+    """``value`` as a :data:`SampleBy`, or ``ValueError`` naming ``Rule.sample_by``."""
+    if value not in SAMPLE_BY:
+        raise ValueError(f"Rule.sample_by must be one of {', '.join(SAMPLE_BY)}, got {value!r}")
+    if value == "trace" and target == "conversation":
+        raise ValueError(
+            "Rule.sample_by: a conversation spans several traces, so target='conversation' "
+            "cannot sample by trace; use sample_by='conversation' (or 'target')"
+        )
+    return value  # type: ignore[return-value]  # checked against SAMPLE_BY above
+
+
+def rule_keeps(
+    rule_name: str,
+    sample_by: str,
+    target_id: str,
+    trace_id: str | None,
+    conversation_id: str | None,
+    rate: float,
+) -> bool:
+    """Whether a rule sampling by ``sample_by`` at ``rate`` keeps this target.
+
+    ``"trace"``: the trace is in OpenTelemetry's consistent sample at ``rate``.
+    ``"conversation"``: the conversation id's 56-bit hash clears the same threshold; a target
+    outside any conversation is decided by its trace. ``"target"``: :func:`is_sampled`.
+
+    Example::
+
+        >>> rule_keeps("r", "trace", "s1", "4bf92f3577b34da6a3ce929d0e0e4736", None, 0.5)
+        True
+    """
+    if sample_by == "conversation" and conversation_id:
+        return key_kept(conversation_id, rate)
+    if sample_by in ("trace", "conversation") and trace_id:
+        return keeps(trace_id, rate)
+    return is_sampled(rule_name, target_id, rate)
+
+
+class SamplingRule(Protocol):
+    """What :func:`upstream_rate` reads of a rule (a
+    :class:`~spanjudge.evaluators.online.planning.rules.Rule` has it all)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def sample_rate(self) -> float: ...
+    @property
+    def sample_by(self) -> str: ...
+    @property
+    def has_target(self) -> bool: ...
+
+
+def presample_blockers(rules: Iterable[SamplingRule]) -> list[tuple[str, str]]:
+    """The rules that keep a trace sampler upstream from dropping anything, each with why:
+    ``(rule name, reason)``. Empty when every rule samples by trace at a fixed rate."""
+    blockers: list[tuple[str, str]] = []
+    for rule in rules:
+        if rule.sample_by != "trace":
+            blockers.append((rule.name, f"samples by {rule.sample_by}, not by trace"))
+        elif rule.has_target:
+            blockers.append(
+                (rule.name, "states a budget or precision target: its rate changes over time")
+            )
+    return blockers
+
+
+def upstream_rate(rules: Iterable[SamplingRule]) -> float:
+    """The share of traces an upstream trace sampler (the Collector's
+    ``probabilistic_sampler`` in proportional mode, an SDK's trace-id-ratio sampler) must
+    keep so that every trace these rules can pick still arrives: the highest rate when every
+    rule samples by trace at a fixed rate, else 1.0 (see :func:`presample_blockers`).
+
+    Example::
+
+        rules = [Rule(m1, target="trace", sample_rate=0.02, sample_by="trace"),
+                 Rule(m2, target="llm", sample_rate=0.01, sample_by="trace")]
+        upstream_rate(rules)   # 0.02: the Collector may drop 98% of the traces
+    """
+    listed = list(rules)
+    if not listed or presample_blockers(listed):
+        return 1.0
+    return max(min(1.0, max(0.0, rule.sample_rate)) for rule in listed)
 
 
 class Budget:
