@@ -7,8 +7,9 @@ them can never be picked, so its spans are not stored at all (not decoded either
 receiver screens the request: :meth:`IngestKeep.wanted`). A rule that samples by conversation
 picks the traces of sampled conversations; a trace's spans wait in a bounded buffer until one
 of them names its conversation (the naming span is often the root, the last to arrive), and
-the trace is then stored or dropped as a whole. A trace that names no conversation within
-``hold_seconds`` is dropped (no conversation rule can pick it). A rule that samples by target
+the trace is then stored or dropped as a whole. Such a rule decides a target outside any
+conversation by its trace, so a trace its id keeps is stored at once, and one that names no
+conversation within ``hold_seconds`` is dropped (no rule can pick it). A rule that samples by target
 (the default) may pick any span, so with one of them, or a rule whose rate changes by segment
 (a budget), everything is stored as before.
 
@@ -33,12 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spanjudge.evaluators.online.planning.consistent import (
-    MIN_PROBABILITY,
-    keeps,
-    key_randomness,
-    threshold_for,
-)
+from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
 from spanjudge.exporters.records import SpanRecord
 
 if TYPE_CHECKING:
@@ -51,18 +47,6 @@ DECIDED_MEMORY = 100_000
 no conversation id themselves); the oldest is forgotten first."""
 WARN_EVERY_SECONDS = 60.0
 """At most one WARNING a minute about spans dropped from a full buffer."""
-
-
-def conversation_keeps(conversation_id: str, probability: float) -> bool:
-    """Whether a conversation is in the consistent sample at ``probability``: its id's
-    :func:`~spanjudge.evaluators.online.planning.consistent.key_randomness` against the same
-    threshold a trace's randomness meets."""
-    if probability >= 1.0:
-        return True
-    if not probability > 0.0:
-        return False
-    threshold = threshold_for(max(float(probability), MIN_PROBABILITY))
-    return key_randomness(conversation_id) >= threshold
 
 
 def _sample_by(rule: Any) -> str:
@@ -82,9 +66,10 @@ class KeepPlan:
     """Which traces some rule can still pick, read once from the rules.
 
     ``everything``: a rule may pick any span (it samples by target, or its rate changes by
-    segment), so all is stored. Else ``trace_rate`` is the highest rate of the rules sampling by
-    trace (None: there are none) and ``conversation_rate`` that of the rules sampling by
-    conversation.
+    segment), so all is stored. Else ``trace_rate`` is the highest rate of all the rules (a
+    trace kept by its id at that rate is stored at once: rules sampling by conversation decide
+    a target outside any conversation by its trace) and ``conversation_rate`` that of the rules
+    sampling by conversation (None: there are none).
     """
 
     everything: bool = True
@@ -104,9 +89,11 @@ class KeepPlan:
             (trace if by == "trace" else conversation).append(rate)
         if not trace and not conversation:
             return cls()
+        # a rule sampling by conversation decides a target outside any conversation by its
+        # trace (sampler.rule_keeps): such traces are kept at its rate too, without waiting
         return cls(
             everything=False,
-            trace_rate=max(trace) if trace else None,
+            trace_rate=max(trace + conversation),
             conversation_rate=max(conversation) if conversation else None,
         )
 
@@ -130,7 +117,7 @@ class KeepPlan:
         if rate is None:
             return False
         try:
-            return conversation_keeps(conversation_id, rate)
+            return key_kept(conversation_id, rate)
         except ValueError:  # as in trace_kept
             return True
 
@@ -140,7 +127,7 @@ class KeepPlan:
             return "every span received is stored (a rule samples by target, or enrich mode)"
         parts = []
         if self.trace_rate is not None:
-            parts.append(f"traces sampled at {self.trace_rate:.4g}")
+            parts.append(f"traces sampled at {self.trace_rate:.4g} (by trace id)")
         if self.conversation_rate is not None:
             parts.append(f"conversations sampled at {self.conversation_rate:.4g}")
         return "only the spans of " + " and of ".join(parts) + " are stored"
@@ -233,9 +220,13 @@ class IngestKeep:
         if not self.plan.waits_for_conversations:
             self._count("not_sampled", len(spans))
             return
-        conversation = next((c for c in (s.conversation_id for s in spans) if c), None)
-        if conversation is not None:
-            kept = self.plan.conversation_kept(conversation)
+        named = {c for c in (s.conversation_id for s in spans) if c}
+        if named:
+            # a kept trace stays kept (its first conversation was sampled); a trace naming a
+            # second conversation is kept when either is sampled
+            kept = bool(self._decided.get(trace_id)) or any(
+                self.plan.conversation_kept(c) for c in sorted(named)
+            )
             self._remember(trace_id, kept)
         else:
             kept = self._decided.get(trace_id)  # type: ignore[assignment]

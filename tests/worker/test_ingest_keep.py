@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from spanjudge.evaluators.online.planning.consistent import keeps
+from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker.keep import IngestKeep, KeepPlan, conversation_keeps
+from spanjudge.worker.keep import IngestKeep, KeepPlan
 
 
 @dataclass
@@ -28,6 +28,11 @@ class FakeRule:
 def trace_ids(n: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     return [f"{rng.getrandbits(128) | 1:032x}" for _ in range(n)]
+
+
+def waiting_ids(n: int, rate: float) -> list[str]:
+    """Trace ids a conversation rule at ``rate`` does not keep by themselves: they wait."""
+    return [t for t in trace_ids(40 * n + 40) if not keeps(t, rate)][:n]
 
 
 def span(trace_id: str, n: int, conversation: str | None = None) -> SpanRecord:
@@ -98,15 +103,13 @@ def conversation_keep(rate: float = 0.5, **kwargs: float) -> IngestKeep:
 
 
 def sampled_conversation(rate: float, want: bool) -> str:
-    return next(
-        c for c in (f"conv-{i}" for i in range(1000)) if conversation_keeps(c, rate) is want
-    )
+    return next(c for c in (f"conv-{i}" for i in range(1000)) if key_kept(c, rate) is want)
 
 
 def test_turns_before_the_naming_span_wait_and_are_stored_with_it() -> None:
     keep = conversation_keep()
     conv = sampled_conversation(0.5, True)
-    (trace,) = trace_ids(1)
+    (trace,) = waiting_ids(1, 0.5)
     children = [span(trace, 1), span(trace, 2)]
     assert keep.admit(children, now=0.0) == []
     assert keep.held_spans == 2
@@ -123,7 +126,7 @@ def test_turns_before_the_naming_span_wait_and_are_stored_with_it() -> None:
 def test_a_trace_of_a_conversation_not_sampled_is_dropped_as_a_whole() -> None:
     keep = conversation_keep()
     conv = sampled_conversation(0.5, False)
-    (trace,) = trace_ids(1)
+    (trace,) = waiting_ids(1, 0.5)
     assert keep.admit([span(trace, 1)], now=0.0) == []
     assert keep.admit([span(trace, 0, conversation=conv)], now=1.0) == []
     assert keep.admit([span(trace, 2)], now=2.0) == []  # remembered: not held again
@@ -133,7 +136,7 @@ def test_a_trace_of_a_conversation_not_sampled_is_dropped_as_a_whole() -> None:
 
 def test_a_trace_that_names_no_conversation_in_time_expires() -> None:
     keep = conversation_keep(hold_seconds=10.0)
-    first, second = trace_ids(2)
+    first, second = waiting_ids(2, 0.5)
     keep.admit([span(first, 1), span(first, 2)], now=0.0)
     keep.admit([span(second, 1)], now=8.0)
     keep.sweep(now=10.5)
@@ -146,7 +149,7 @@ def test_a_full_buffer_drops_the_oldest_traces_counted_and_warned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     keep = conversation_keep(max_held_spans=5)
-    ids = trace_ids(4)
+    ids = waiting_ids(4, 0.5)
     with caplog.at_level(logging.WARNING, logger="spanjudge.worker.keep"):
         for n, trace in enumerate(ids):
             keep.admit([span(trace, 1), span(trace, 2)], now=float(n))
@@ -162,16 +165,29 @@ def test_a_full_buffer_drops_the_oldest_traces_counted_and_warned(
 
 def test_trace_and_conversation_rules_together() -> None:
     plan = KeepPlan.of([FakeRule("trace", 0.1), FakeRule("conversation", 0.2)])
+    # the conversation rule decides a target outside any conversation by its trace (as
+    # sampler.rule_keeps does): traces kept by their id at 20% are stored at once
+    assert (plan.trace_rate, plan.conversation_rate) == (0.2, 0.2)
     keep = IngestKeep(plan, max_held_spans=100, hold_seconds=30)
     ids = trace_ids(400)
-    by_trace = [t for t in ids if keeps(t, 0.1)]
-    assert keep.admit([span(t, 1) for t in by_trace], now=0.0) != []  # no wait for them
-    assert keep.held_spans == 0
-    others = [t for t in ids if not keeps(t, 0.1)][:5]
+    by_trace = [t for t in ids if keeps(t, 0.2)]
+    stored = keep.admit([span(t, 1) for t in by_trace], now=0.0)
+    assert len(stored) == len(by_trace) > 40 and keep.held_spans == 0
+    others = [t for t in ids if not keeps(t, 0.2)][:5]
     keep.admit([span(t, 1) for t in others], now=0.0)
     assert keep.held_spans == 5
     # every trace must be decoded: its conversation id is in its attributes
     assert all(keep.wanted(bytes.fromhex(t)) for t in others)
+
+
+def test_a_trace_naming_two_conversations_is_kept_when_either_is_sampled() -> None:
+    keep = conversation_keep()
+    (trace,) = waiting_ids(1, 0.5)
+    yes, no = sampled_conversation(0.5, True), sampled_conversation(0.5, False)
+    assert keep.admit([span(trace, 1, conversation=no)], now=0.0) == []
+    both = [span(trace, 2, conversation=yes), span(trace, 3, conversation=no)]
+    assert keep.admit(both, now=1.0) == both
+    assert keep.admit([span(trace, 4, conversation=no)], now=2.0) != []  # stays kept
 
 
 def test_telemetry_counts_each_outcome() -> None:
