@@ -107,7 +107,11 @@ class AgentMetric(BaseMetric):
     ) -> None:
         """The reason of this run: ``what`` (a fact the metric states itself), the judge's
         reason, then the steps the judge blamed when the score is below 1."""
-        labels = name_steps(view, steps) if score < 1.0 else []
+        self._explain_labels(score, reason, name_steps(view, steps), what)
+
+    def _explain_labels(self, score: float, reason: str, labels: list[str], what: str = "") -> None:
+        """:meth:`_explain` with the blamed steps already named."""
+        labels = labels if score < 1.0 else []
         self.blamed_steps = labels
         parts = [p.strip() for p in (what, reason) if p and p.strip()]
         text = " ".join(parts) or f"The score is {score:.2f}."

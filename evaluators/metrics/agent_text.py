@@ -9,7 +9,8 @@ hand-written deepeval-style case works too). :func:`render_steps`, :func:`render
 * at most :data:`MAX_RENDER_STEPS` steps: the first :data:`HEAD_STEPS` and the last ones, the
   middle replaced by ``[... N steps not shown (steps a to b) ...]``; steps the reader dropped
   (``steps_dropped``) are announced the same way;
-* each argument, result, output or error at :data:`MAX_VALUE_CHARS` characters;
+* each argument, result, output or error at :data:`MAX_VALUE_CHARS` characters, less when many
+  steps are shown (a fair share of the size limit, at least 80), so the last steps still fit;
 * the task and the final output at :data:`MAX_TEXT_CHARS`; the tool list at :data:`MAX_TOOLS`;
 * the whole step rendering at :data:`MAX_RENDER_CHARS`.
 
@@ -32,6 +33,7 @@ from spanjudge.evaluators.test_case import LLMTestCase, ToolCall, Turn
 
 __all__ = [
     "HEAD_STEPS",
+    "MAX_JUDGED_CALLS",
     "MAX_RENDER_CHARS",
     "MAX_RENDER_STEPS",
     "MAX_TEXT_CHARS",
@@ -41,6 +43,8 @@ __all__ = [
     "CaseStep",
     "agent_view",
     "cut",
+    "judged_calls",
+    "render_calls",
     "render_steps",
     "render_task",
     "render_tools",
@@ -58,9 +62,12 @@ MAX_TEXT_CHARS = 4_000
 """Characters of the task and of the final output in a prompt."""
 MAX_TOOLS = 50
 """Tools listed as available (each description cut at 200 characters)."""
+MAX_JUDGED_CALLS = 40
+"""Tool calls given a verdict each (Tool and Argument Correctness); the first ones are judged."""
 MAX_RENDER_CHARS = 60_000
 """Characters of the whole step rendering; past it, the remaining steps are a marker."""
 _DESCRIPTION_CHARS = 200
+_MIN_VALUE_CHARS = 80
 
 
 @dataclass(slots=True)
@@ -152,6 +159,33 @@ def cut(value: Any, limit: int = MAX_VALUE_CHARS) -> str:
     return f"{text[:limit]}...[cut {len(text) - limit} chars]"
 
 
+def judged_calls(view: AgentView) -> tuple[list[Any], int]:
+    """The tool calls to give a verdict each (at most :data:`MAX_JUDGED_CALLS`) and how many
+    there are. Tool executions; a trajectory without any (a framework that records no tool
+    spans) offers the calls its model calls requested, as ``tool_request`` steps carrying the
+    index of the model call."""
+    calls: list[Any] = view.tool_calls
+    if not calls:
+        calls = [
+            CaseStep(s.index, r.name, arguments=r.arguments, kind="tool_request", agent=s.agent)
+            for s in view.steps
+            if s.kind == "model_call"
+            for r in (getattr(s, "tool_calls", None) or [])
+        ]
+    return calls[:MAX_JUDGED_CALLS], len(calls)
+
+
+def render_calls(calls: Sequence[Any]) -> str:
+    """The calls to judge, numbered in order, each with its step and arguments."""
+    lines = []
+    for number, call in enumerate(calls, start=1):
+        line = f"{number}. [step {call.index}] {call.name}"
+        if call.arguments is not None:
+            line += " arguments: " + cut(call.arguments)
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def step_label(step: Any) -> str:
     """``step 3 (tool_call lookup_order)``: how a reason names a step."""
     return f"step {step.index} ({step.kind} {step.name})"
@@ -198,6 +232,10 @@ def render_steps(
         shown: list[Any] = [*chosen[:HEAD_STEPS], None, *chosen[total - tail :]]
     else:
         shown = list(chosen)
+    # many steps share the size budget: each value gets a fair share of it (at least
+    # _MIN_VALUE_CHARS), so the last steps, where the outcome is, still fit
+    fair = MAX_RENDER_CHARS // (3 * max(len(shown), 1))
+    value_chars = max(_MIN_VALUE_CHARS, min(MAX_VALUE_CHARS, fair))
     lines: list[str] = []
     size = 0
     for position, step in enumerate(shown):
@@ -206,7 +244,7 @@ def render_steps(
             hidden = total - MAX_RENDER_STEPS
             line = f"[... {hidden} steps not shown (steps {first} to {last}) ...]"
         else:
-            line = _render_step(step)
+            line = _render_step(step, value_chars)
         if size + len(line) > MAX_RENDER_CHARS:
             left = sum(1 for s in shown[position:] if s is not None)
             lines.append(f"[... {left} more steps not shown: prompt size limit reached ...]")
@@ -222,7 +260,7 @@ def render_steps(
     return "\n".join(lines)
 
 
-def _render_step(step: Any) -> str:
+def _render_step(step: Any, limit: int = MAX_VALUE_CHARS) -> str:
     head = f"[step {step.index}] {step.kind} {step.name}"
     if getattr(step, "agent", None):
         head += f" (agent {step.agent})"
@@ -230,14 +268,14 @@ def _render_step(step: Any) -> str:
     if step.kind == "handoff" or getattr(step, "handoff_from", None):
         parts.append(f"  hand-off: {step.handoff_from or '?'} -> {step.handoff_to or '?'}")
     if step.arguments is not None:
-        parts.append("  arguments: " + cut(step.arguments))
+        parts.append("  arguments: " + cut(step.arguments, limit))
     for request in getattr(step, "tool_calls", None) or []:
-        parts.append(f"  requests tool {request.name}: {cut(request.arguments)}")
+        parts.append(f"  requests tool {request.name}: {cut(request.arguments, limit)}")
     if step.result is not None and step.result != []:
         label = "result" if step.kind in ("tool_call", "retrieval", "handoff") else "output"
-        parts.append(f"  {label}: " + cut(step.result))
+        parts.append(f"  {label}: " + cut(step.result, limit))
     if step.error:
-        parts.append("  ERROR: " + cut(step.error))
+        parts.append("  ERROR: " + cut(step.error, limit))
     return "\n".join(parts)
 
 
