@@ -19,7 +19,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,7 @@ class Replayed:
     ``turn_of_trace``: trace id -> scenario turn number (traces in start order: one per turn);
     ``roots``: trace id -> its root span (the scenario's agent turn); ``cases``: (rule name,
     target id) -> the case :func:`build_case` rebuilds from the stored spans (or its Skip);
+    ``spans``: trace id -> the stored spans (when the read-back keeps them);
     ``evaluation_spans``: (rule name, evaluated span id) of what reached the downstream.
     """
 
@@ -124,6 +125,7 @@ class Replayed:
     cases: dict[tuple[str, str], Any]
     evaluation_spans: list[tuple[str, str | None]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    spans: dict[str, list[SpanRecord]] = field(default_factory=dict)  # trace id -> its spans
 
     def of_rule(self, rule: str) -> list[EvaluationRecord]:
         return [r for r in self.results if r.rule == rule]
@@ -161,13 +163,25 @@ def served(app: Any) -> Iterator[str]:
         thread.join(10)
 
 
-def replay(recording: str, tmp: Path, judge: ScriptedJudgeServer) -> Replayed:
-    """Send one recording through the worker and read back results and rebuilt cases."""
+def replay(
+    recording: str,
+    tmp: Path,
+    judge: ScriptedJudgeServer,
+    *,
+    config: Callable[[ScriptedJudgeServer, str, str], dict[str, Any]] | None = None,
+    read_back: Callable[[Worker, Replayed], None] | None = None,
+) -> Replayed:
+    """Send one recording through the worker and read back results and rebuilt cases.
+
+    ``recording``: a folder under ``fixtures/`` (``agents/agent-strands`` for an agent
+    recording); ``config``/``read_back``: the worker's settings and what is read back after the
+    run (default: the scenario's rules, :func:`worker_config`, and its cases)."""
     manifest = json.loads((FIXTURES / recording / "manifest.json").read_text(encoding="utf-8"))
     clock = Clock(time.time())
     with OtlpSink() as sink:
-        config = worker_config(judge, f"sqlite:///{tmp}/{recording}.db", sink.endpoint)
-        worker = Worker(load_settings(None, **config), clock=clock)
+        store_url = f"sqlite:///{tmp}/{recording.replace('/', '-')}.db"
+        settings = (config or worker_config)(judge, store_url, sink.endpoint)
+        worker = Worker(load_settings(None, **settings), clock=clock)
         try:
             statuses = []
             with served(worker.app) as url:
@@ -186,7 +200,7 @@ def replay(recording: str, tmp: Path, judge: ScriptedJudgeServer) -> Replayed:
             assert worker.emitter.force_flush(10)
             results = worker.store.results(limit=10_000)
             done = Replayed(recording, manifest, results, {}, {}, {}, statuses=statuses)
-            _read_back(worker, done)
+            (read_back or _read_back)(worker, done)
             spans = sink.wait_for(lambda got: _evaluations(got) >= len(results), timeout=20)
             done.evaluation_spans = [
                 (str(s.attributes.get(attrs.SPANJUDGE_EVAL_RULE)), s.parent_span_id)

@@ -36,7 +36,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from spanjudge.evaluators.online.rebuild.dialects import Document, read_span, text
+from spanjudge.evaluators.online.rebuild.dialects import Document, ViewKind, read_span, text
+from spanjudge.evaluators.online.rebuild.trajectory_read import requested_tool_calls
 from spanjudge.exporters.records import SpanRecord
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 Key = tuple[str, str]
 TURN_RULE = "top span enclosing model calls"
+HANDOFF_TURN_RULE = "span around agents that hand off"
 RETRIEVAL_RULE = "returns documents"
 COLLAPSIBLE = ("llm", "agent")
 
@@ -62,14 +64,18 @@ def key(span: SpanRecord) -> Key:
 
 
 def inferred_turns(tree: SpanTree) -> dict[Key, str]:
-    """Per trace without an agent span: the top-most spans that enclose model calls."""
+    """Per trace without an agent span: the top-most spans that enclose model calls; per trace
+    with agents: the span around top-most agents that hand off to each other."""
     by_trace: dict[str, list[SpanRecord]] = {}
     for span in tree.spans:
         by_trace.setdefault(span.trace_id, []).append(span)
     turns: dict[Key, str] = {}
     for spans in by_trace.values():
         kinds = [tree.dialect_kind(s) for s in spans]
-        if "agent" in kinds or "llm" not in kinds:
+        if "agent" in kinds:
+            turns.update(_handing_agents(tree, spans, kinds))
+            continue
+        if "llm" not in kinds:
             continue
         for span, kind in zip(spans, kinds, strict=True):
             if kind != "llm":
@@ -80,6 +86,60 @@ def inferred_turns(tree: SpanTree) -> dict[Key, str]:
             if top is not None and tree.dialect_kind(top) != "llm":
                 turns[key(top)] = TURN_RULE
     return turns
+
+
+def _handing_agents(
+    tree: SpanTree, spans: list[SpanRecord], kinds: list[ViewKind | None]
+) -> dict[Key, str]:
+    """The parent of two top-most agent spans (no agent above them) when the earlier one
+    names the later one in its subtree (a span's name ends with its name, or a tool argument
+    is its name): control passed between them, so the turn is the span around both."""
+    agents = {key(s) for s, k in zip(spans, kinds, strict=True) if k == "agent"}
+    top = sorted(
+        (
+            s
+            for s, k in zip(spans, kinds, strict=True)
+            if k == "agent" and not any(key(a) in agents for a in tree.ancestors(s))
+        ),
+        key=lambda s: (s.start_time_unix_nano, s.span_id),
+    )
+    if len(top) < 2:
+        return {}
+    turns: dict[Key, str] = {}
+    for i, later in enumerate(top):
+        parent = tree.parent(later)
+        if parent is None or key(parent) in turns:
+            continue
+        name = _agent_name(later)
+        for earlier in top[:i]:
+            if earlier.parent_span_id == later.parent_span_id and _names(tree, earlier, name):
+                turns[key(parent)] = HANDOFF_TURN_RULE
+                break
+    return turns
+
+
+def _agent_name(span: SpanRecord) -> str:
+    return _norm(read_span(span).agent_name or span.name)
+
+
+def _names(tree: SpanTree, agent: SpanRecord, wanted: str) -> bool:
+    """Whether a span inside ``agent`` names the agent ``wanted`` (normalised)."""
+    if not wanted or wanted == _agent_name(agent):
+        return False
+    for span in tree.subtree(agent):
+        if _norm(span.name).endswith("_" + wanted):
+            return True
+        tool = read_span(span).tool
+        arguments = text.maybe_json(tool.arguments) if tool is not None else None
+        if isinstance(arguments, Mapping) and any(
+            isinstance(v, str) and _norm(v) == wanted for v in arguments.values()
+        ):
+            return True
+    return False
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def collapse(tree: SpanTree, kind: str) -> dict[Key, SpanRecord]:
@@ -134,11 +194,24 @@ def _steps_of_turns(
         below = tree.subtree(span)
         calls = [s for s in below if tree.kind(s) == "llm"]
         others = [s for s in below if tree.kind(s) in ("tool", "agent", "retriever")]
-        if (len(calls) == 1 and not others) or (not calls and not _own_text(span)):
+        stepwise = (len(calls) == 1 and not others) or (not calls and not _own_text(span))
+        if stepwise or (not calls and not others and _requested(tree, enclosing, span)):
             kept = out.get(key(enclosing), enclosing)
             kept = out.get(key(kept), kept)
             if kept is not span:  # its enclosing span is a wrapper kept as this very span
                 out[key(span)] = kept
+
+
+def _requested(tree: SpanTree, turn: SpanRecord, span: SpanRecord) -> bool:
+    """Whether a model call of ``turn`` before ``span`` requested a tool of ``span``'s name
+    (the tool's execution, marked as an agent by its library)."""
+    wanted = _norm(span.name)
+    return any(
+        tree.kind(s) == "llm"
+        and s.start_time_unix_nano <= span.start_time_unix_nano
+        and any(_norm(c.name) == wanted for c in requested_tool_calls(s))
+        for s in tree.subtree(turn)
+    )
 
 
 def _same_operation(tree: SpanTree, outer: SpanRecord, inner: SpanRecord, kind: str) -> bool:

@@ -41,6 +41,13 @@ from spanjudge.evaluators.online.rebuild.context import cap
 from spanjudge.evaluators.online.rebuild.dialects import read_span
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import Target
+from spanjudge.evaluators.online.rebuild.trajectory_links import (
+    Links,
+    known_agents,
+    norm,
+    owner_of,
+    tool_result,
+)
 from spanjudge.evaluators.online.rebuild.trajectory_read import (
     MAX_STEP_CHARS,
     ToolDefinition,
@@ -53,7 +60,6 @@ from spanjudge.evaluators.online.rebuild.trajectory_read import (
     offer_tools,
     requested_tool_calls,
     short,
-    transfer_target,
 )
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.tracer import attributes as attrs
@@ -248,10 +254,16 @@ def _fill(
     owners: dict[tuple[str, str], str | None] = {}
     last_agent: dict[tuple[str, str | None], str] = {}
     tools: dict[str, ToolDefinition] = {}
+    links = Links(known_agents(tree, [*own, *scope]))
     for span in own:
         offer_tools(span, tools)
     for span in scope:
-        if _evaluation(span) or tree.collapsed_into(span) is not None:
+        if _evaluation(span):
+            continue
+        # an agent-marked span folded into a turn is read as the tool the model requested,
+        # when it is one (a hand-off tool a library marked as an agent)
+        as_tool = tree.kind(span) == "agent" and norm(span.name) in links.requests.names
+        if tree.collapsed_into(span) is not None and not as_tool:
             continue
         if len(found.steps) >= MAX_STEPS:
             # past the limit, steps are counted by their kind alone: reading 10,000 spans in
@@ -259,7 +271,10 @@ def _fill(
             found.steps_dropped += tree.kind(span) in _STEP_KINDS
             continue
         try:
-            step = _step(tree, span, len(found.steps))
+            step = _step(tree, span, len(found.steps), as_tool)
+            if step is not None:
+                step.agent = owner_of(tree, span, owners, links.delegations)
+                links.relate(tree, scope, span, step)
         except Exception as exc:  # an unforeseen value: the step is left out, and said so
             if len(found.notes) < MAX_ERRORS:
                 found.notes.append(f"span {span.span_id} not read: {type(exc).__name__}: {exc}")
@@ -268,7 +283,6 @@ def _fill(
             continue
         if step.kind in ("model_call", "agent"):
             offer_tools(span, tools)
-        step.agent = _owner(tree, span, owners)
         previous = found.steps[-1] if found.steps else None
         if step.kind == "handoff" and step.handoff_from is None:
             # a hand-off leaves the agent that was acting
@@ -276,7 +290,7 @@ def _fill(
         if step.kind == "agent":
             siblings = (span.trace_id, span.parent_span_id or None)
             before = last_agent.get(siblings)
-            announced = previous is not None and previous.handoff_to == step.name
+            announced = norm(step.name) in links.handed
             if before is not None and before != step.name and not announced:
                 step.handoff_from, step.handoff_to = before, step.name
             last_agent[siblings] = step.name
@@ -293,7 +307,7 @@ def _fill(
         found.notes.append(f"{found.steps_dropped} step(s) after the first {MAX_STEPS} dropped")
 
 
-def _step(tree: SpanTree, span: SpanRecord, index: int) -> Step | None:
+def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -> Step | None:
     view = read_span(span)
     error = error_of(span)
     if span.operation == PLAN_OPERATION:
@@ -306,7 +320,7 @@ def _step(tree: SpanTree, span: SpanRecord, index: int) -> Step | None:
             index, "handoff", span.name, span.span_id, error=error,
             handoff_from=handoff[0], handoff_to=handoff[1],
         )  # fmt: skip
-    kind = tree.kind(span)
+    kind = "tool" if as_tool else tree.kind(span)
     if kind == "llm":
         requested = [
             ToolRequest(c.name, bounded(c.arguments), c.call_id) for c in requested_tool_calls(span)
@@ -316,17 +330,14 @@ def _step(tree: SpanTree, span: SpanRecord, index: int) -> Step | None:
             result=bounded(view.output_text), error=error, tool_calls=requested,
         )  # fmt: skip
     if kind == "tool":
-        name = view.tool.name if view.tool is not None and view.tool.name.strip() else span.name
-        arguments = bounded(call_arguments(view.tool.arguments)) if view.tool is not None else None
-        result = bounded(view.tool.result) if view.tool is not None else None
-        target = transfer_target(name)
-        if target is not None:
-            return Step(
-                index, "handoff", name, span.span_id, arguments, result, error, handoff_to=target
-            )
+        tool = view.tool
+        name = tool.name if tool is not None and tool.name.strip() else span.name
+        arguments = bounded(call_arguments(tool.arguments)) if tool is not None else None
+        returned = tool.result if tool is not None else view.output_text
         return Step(
-            index, "tool_call", name, span.span_id, arguments=arguments, result=result, error=error
-        )
+            index, "tool_call", name, span.span_id, arguments=arguments,
+            result=bounded(tool_result(returned)), error=error,
+        )  # fmt: skip
     if kind == "agent":
         name = view.agent_name or span.name
         return Step(
@@ -339,29 +350,6 @@ def _step(tree: SpanTree, span: SpanRecord, index: int) -> Step | None:
         texts = [bounded(d.text) for d in retrieval[0] if d.text]
         return Step(index, "retrieval", span.name, span.span_id, result=texts, error=error)
     return None
-
-
-def _owner(tree: SpanTree, span: SpanRecord, memo: dict[tuple[str, str], str | None]) -> str | None:
-    """The name of the nearest agent enclosing ``span``: memoised, so a deep tree is read in
-    one pass whatever its depth (a cycle stops the walk)."""
-    path: list[tuple[str, str]] = []
-    seen = {span.span_id}
-    found: str | None = None
-    current = tree.parent(span)
-    while current is not None and current.span_id not in seen:
-        at = (current.trace_id, current.span_id)
-        if at in memo:
-            found = memo[at]
-            break
-        if tree.kind(current) == "agent":
-            found = read_span(current).agent_name or current.name
-            break
-        seen.add(current.span_id)
-        path.append(at)
-        current = tree.parent(current)
-    for at in path:
-        memo[at] = found
-    return found
 
 
 def _texts(found: Trajectory, text_in: str | None, text_out: str | None) -> None:
