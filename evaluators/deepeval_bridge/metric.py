@@ -19,6 +19,12 @@ from pydantic import BaseModel
 
 from spanjudge.evaluators.deepeval_bridge.cases import to_deepeval_case
 from spanjudge.evaluators.deepeval_bridge.model import Spend, measuring
+from spanjudge.evaluators.deepeval_bridge.trace_dict import (
+    fills_tools,
+    has_steps,
+    prepare,
+    requires_trace,
+)
 from spanjudge.evaluators.metrics.base import (
     EVALUATION_ERROR,
     MISSING_FIELD,
@@ -149,6 +155,10 @@ class DeepEvalMetric:
         self.threshold = float(threshold)
         self.strict_mode = bool(getattr(metric, "strict_mode", False))
         self.required_fields = _required(metric, self.conversational)
+        if requires_trace(metric) and not self.conversational:
+            # deepeval's trace-based agent metrics read the trace we build from the trajectory
+            self.required_fields += ("trajectory",)
+        self.fills_tools = fills_tools(metric)
         judge_model = getattr(metric, "model", None)
         self.evaluation_model = str(getattr(metric, "evaluation_model", None) or "")
         self.ours = type(judge_model).__name__ == "SpanjudgeJudgeModel"
@@ -164,7 +174,9 @@ class DeepEvalMetric:
 
     # ------------------------------------------------------------------ shape of our metrics
     def clone(self) -> DeepEvalMetric:
-        return DeepEvalMetric(fresh_copy(self.metric), name=self.name)
+        copied = DeepEvalMetric(fresh_copy(self.metric), name=self.name)
+        copied.fills_tools = self.fills_tools  # the copy's tools may be the last case's
+        return copied
 
     def missing_fields(self, test_case: Any) -> list[str]:
         """Required fields the case lacks (a case of the other kind lacks all of them)."""
@@ -174,6 +186,10 @@ class DeepEvalMetric:
         missing = []
         for field in self.required_fields:
             if field in ("role", "content") and self.conversational:
+                continue
+            if field == "trajectory":
+                if not has_steps(test_case):
+                    missing.append(field)
                 continue
             holders: list[Any] = (
                 list(test_case.turns)
@@ -230,6 +246,7 @@ class DeepEvalMetric:
     async def _run(self, test_case: Any) -> float:
         metric = self.metric
         case = to_deepeval_case(test_case)
+        prepare(metric, test_case, case, fill_tools=self.fills_tools)
         metric.error = None  # a copy of a metric measured before carries its last error
         if self._pass_indicator:
             await metric.a_measure(case, _show_indicator=False)
