@@ -21,7 +21,10 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from spanjudge.exporters.store.items import StoreError
+from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.store.core import wall
+from spanjudge.exporters.store.items import OutboxEntry, StoreError
+from spanjudge.exporters.store.partitions import Partitions, arrival_day, span_day
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 from spanjudge.exporters.store.urls import redact_url
 
@@ -38,7 +41,10 @@ class PostgresStore(SqlStore):
     ``schema`` puts the tables in that schema (created if missing) instead of the default
     search path; ``timeout`` bounds how long a call waits for a connection when the server is
     down or the pool is exhausted; ``application_name`` labels the connections in
-    ``pg_stat_activity``.
+    ``pg_stat_activity``. ``partition_retention``: retention drops whole day partitions of
+    spans and outbox entries and deletes none of their rows one by one (its cost does not grow
+    with the store; a span is kept up to a day past the horizon); without it, expired rows are
+    deleted as they expire and only partitions already emptied of needed rows are dropped.
     """
 
     greatest = "GREATEST"
@@ -53,6 +59,7 @@ class PostgresStore(SqlStore):
         "blob": "BYTEA",
     }
     inserted_here = "xmin = pg_current_xact_id()::xid"
+    dialect = "postgresql"
 
     def __init__(
         self,
@@ -63,11 +70,14 @@ class PostgresStore(SqlStore):
         max_size: int = 8,
         timeout: float = 5.0,
         application_name: str = "spanjudge",
+        partition_retention: bool = False,
     ) -> None:
         super().__init__()
         self.url = url
         self.schema = schema
         self.timeout = timeout
+        self.delete_rows = not partition_retention
+        self._partitions = Partitions(self.transaction)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=min_size,
@@ -120,6 +130,50 @@ class PostgresStore(SqlStore):
             f"INSERT INTO spans {columns} SELECT {columns[1:-1]} FROM spans_staging"
             f" ORDER BY trace_id, span_id{tail}"
         )
+
+    def migrate(self) -> None:
+        super().migrate()
+        self._partitions.detect()
+        if "spans" in self._partitions.tables:  # (not on a schema a test keeps older)
+            self.span_key = "trace_id, span_id, start_ns"
+        # today's and tomorrow's partitions ahead of the writes that need them
+        today = arrival_day(wall())
+        days = {today, today + 1}
+        self._partitions.ensure({"spans": days, "outbox": days})
+
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
+        if not spans:
+            return
+        arrived = wall() if now is None else now
+        days = {
+            "spans": {span_day(span.start_time_unix_nano) for span in spans},
+            "outbox": {arrival_day(arrived)} if outbox else set(),
+        }
+        self._partitions.ensure(days)
+        try:
+            super().write_spans(spans, now=arrived, outbox=outbox)
+        except StoreError as exc:
+            # another process's retention dropped a partition this one had seen: make it again
+            cause = exc.__cause__
+            if not (
+                isinstance(cause, psycopg.errors.CheckViolation) and "no partition" in str(cause)
+            ):
+                raise
+            self._partitions.forget()
+            self._partitions.ensure(days)
+            super().write_spans(spans, now=arrived, outbox=outbox)
+
+    def delete_older_than(self, cutoff: float) -> int:
+        # whole days first, each in a short transaction of its own; then the row retention
+        # (of spans and outbox entries too unless partition_retention)
+        expired = self._partitions.expire(cutoff)
+        return expired.spans + super().delete_older_than(cutoff)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         if self.schema is not None:

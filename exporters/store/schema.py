@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from spanjudge.exporters.store.core import Cursor, wall
 from spanjudge.exporters.store.items import LEASED, PENDING
+from spanjudge.exporters.store.partitioned_schema import PARTITION_BY_DAY
 
 # Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits,
 # {blob} bytes.
@@ -296,7 +297,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS results_unweighted ON results (created_at)"
         " WHERE weight IS NULL",
     ],
+    # spans and outbox partitioned by day on PostgreSQL (the statements and why: their module)
+    PARTITION_BY_DAY,
 ]
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Open jobs: the predicate of the jobs_open index above, so claims and counts can use it.
@@ -315,16 +320,19 @@ def apply_migrations(
     *,
     types: Mapping[str, str],
     q: Callable[[str], str],
+    dialect: str = "sqlite",
 ) -> None:
     """Run the versions of ``migrations`` the database lacks, inside the caller's write
-    transaction (``types``: the dialect's schema tokens; ``q``: its placeholder rewriter)."""
+    transaction (``types``: the dialect's schema tokens; ``q``: its placeholder rewriter;
+    ``dialect``: which :class:`OnPostgres`-like statements apply)."""
     cur.execute(
         "CREATE TABLE IF NOT EXISTS schema_version ("
         f"version INTEGER NOT NULL, applied_at {types['real']} NOT NULL)"
     )
     for version in range(current_version(cur) + 1, len(migrations) + 1):
         for statement in migrations[version - 1]:
-            cur.execute(statement.format(**types))
+            if getattr(statement, "dialect", dialect) == dialect:
+                cur.execute(statement.format(**types))
         cur.execute(
             q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
             (version, wall()),

@@ -79,6 +79,12 @@ class SpanQueries(LateQueries):
 
     #: appended to a sub-select that locks rows before an UPDATE (PostgreSQL: ``FOR UPDATE``)
     row_lock = ""
+    #: the spans table's key, the conflict target of a write (PostgreSQL's day partitions by
+    #: start time need it in the key: ``trace_id, span_id, start_ns``)
+    span_key = "trace_id, span_id"
+    #: retention deletes expired spans and outbox entries row by row (False: a backend that
+    #: drops whole partitions of them instead)
+    delete_rows = True
 
     def write_spans(
         self,
@@ -112,7 +118,7 @@ class SpanQueries(LateQueries):
                 f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
                 SPAN_TYPES,
                 rows,
-                " ON CONFLICT (trace_id, span_id) DO NOTHING",
+                f" ON CONFLICT ({self.span_key}) DO NOTHING",
             )
             all_new = cur.rowcount == len(rows)  # (rows inserted, whichever way the dialect)
             self.insert_rows(
@@ -259,17 +265,19 @@ class SpanQueries(LateQueries):
 
     def delete_older_than(self, cutoff: float) -> int:
         with self.transaction() as cur:
-            cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
-            deleted = max(cur.rowcount, 0)
-            cur.execute(
-                self.q(
-                    "DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"
-                    # a shared entry holds the bytes of its held spans until they are sent
-                    " AND entry_id NOT IN (SELECT shared_id FROM outbox"
-                    " WHERE forwarded_at IS NULL AND shared_id IS NOT NULL)"
-                ),
-                (cutoff,),
-            )
+            deleted = 0
+            if self.delete_rows:
+                cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
+                deleted = max(cur.rowcount, 0)
+                cur.execute(
+                    self.q(
+                        "DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"
+                        # a shared entry holds the bytes of its held spans until they are sent
+                        " AND entry_id NOT IN (SELECT shared_id FROM outbox"
+                        " WHERE forwarded_at IS NULL AND shared_id IS NOT NULL)"
+                    ),
+                    (cutoff,),
+                )
             cur.execute(self.q("DELETE FROM late_traces WHERE since < ?"), (cutoff,))
             cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))
             cur.execute(self.q("DELETE FROM conversations WHERE last_arrival < ?"), (cutoff,))

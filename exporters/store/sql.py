@@ -57,6 +57,9 @@ class SqlStore(
     protocol here, where the store is defined, not only where one is used.
     """
 
+    #: which dialect-only migration statements apply (schema.apply_migrations)
+    dialect = "sqlite"
+
     # ---------------------------------------------------------------- schema
     def _migration_lock(self, cur: Cursor) -> None:
         """Serialize concurrent migrations (SQLite: the write transaction already does)."""
@@ -73,7 +76,7 @@ class SqlStore(
         self._migration_lock(cur)
         # MIGRATIONS is read from this module at call time, so a test can stand in the list a
         # later release would ship.
-        apply_migrations(cur, MIGRATIONS, types=self.types, q=self.q)
+        apply_migrations(cur, MIGRATIONS, types=self.types, q=self.q, dialect=self.dialect)
         found, known = current_version(cur), len(MIGRATIONS)
         if found > known:
             raise StoreError(
