@@ -129,6 +129,9 @@ class Telemetry:
             names.RULES_NO_TARGET,
             description="Settled traces in which a rule found no target, by rule and reason",
         )
+        self.ingest = meter.create_counter(
+            names.INGEST_SPANS, description="Spans received by what ingest did with them"
+        )
         self._backlog_fn: Callable[[], BacklogState] | None = None
         meter.create_observable_gauge(
             names.BACKLOG, callbacks=[self._observe_backlog], description="Work waiting"
@@ -187,6 +190,8 @@ class Telemetry:
             for service in services:
                 self.unrecognised_spans.add(0, {names.L_SERVICE: service})
             self.enrich_forward_failed.add(0, {})
+            for outcome in names.INGEST_OUTCOMES:
+                self.ingest.add(0, {names.L_OUTCOME: outcome})
         except Exception:  # metrics must never stop the worker from starting
             logger.debug("priming counters failed", exc_info=True)
 
@@ -349,6 +354,10 @@ class Telemetry:
         self._add(self.receiver_requests, 1, {names.L_CODE: str(code), names.L_ENCODING: encoding})
         if spans:
             self._add(self.receiver_spans, spans, {names.L_ENCODING: encoding})
+
+    def record_ingest(self, outcome: str, count: int) -> None:
+        """Received spans stored, not sampled, held, released, expired or overflowed."""
+        self._add(self.ingest, count, {names.L_OUTCOME: outcome})
 
     def record_enrich_forwarded(self, count: int, *, held: bool) -> None:
         """Spans the enrich mode sent on; ``held``: they had waited for their scores."""

@@ -20,7 +20,9 @@ class IngestGate:
     The count is of spans inside ``write`` calls right now: a slow or locked store makes it grow,
     and past ``max_pending_spans`` the receiver answers 503 + Retry-After instead of queueing more.
     ``outbox(spans, now)`` (enrich mode) returns the outbox entries written in the same
-    transaction as the spans; ``telemetry`` counts the spans written.
+    transaction as the spans; ``telemetry`` counts the spans written. ``keep``
+    (:class:`~spanjudge.worker.keep.IngestKeep`): only the spans some rule can still pick are
+    written, the others dropped or held in memory for their conversation.
     """
 
     def __init__(
@@ -32,6 +34,7 @@ class IngestGate:
         outbox: Callable[[Sequence[Any], float], Sequence[Any]] | None = None,
         after_write: Callable[[Sequence[Any]], None] | None = None,
         telemetry: Any = None,
+        keep: Any = None,
     ) -> None:
         self.store = store
         self.max_pending_spans = max_pending_spans
@@ -39,6 +42,7 @@ class IngestGate:
         self.outbox = outbox
         self.after_write = after_write
         self.telemetry = telemetry
+        self.keep = keep
         self._pending = 0
         self._lock = threading.Lock()
         self.refused = 0
@@ -56,6 +60,11 @@ class IngestGate:
             return self._pending >= self.max_pending_spans
 
     def write(self, records: Sequence[Any]) -> None:
+        if self.keep is not None:
+            records = self.keep.admit(records, self.clock())
+            if not records:
+                return
+
         def store(now: float) -> None:
             if self.outbox is None:
                 self.store.write_spans(records, now=now)

@@ -28,6 +28,7 @@ from spanjudge.exporters.store.urls import redact_url
 from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.settings import WorkerSettings
 from spanjudge.worker.ingest import IngestGate
+from spanjudge.worker.keep import IngestKeep, KeepPlan
 from spanjudge.worker.numbers import watch_numbers
 from spanjudge.worker.preflight import bind_receiver, open_worker_store, start_warnings
 from spanjudge.worker.rule_config import build_rules, make_judge
@@ -121,6 +122,18 @@ class Worker:
             # the loop's settings are WorkerSettings' inherited LoopSettings fields
             config=settings.monitor_config(),
         )
+        self.keep: IngestKeep | None = None
+        # enrich mode forwards every span through the store's outbox: it keeps storing all
+        plan = KeepPlan() if self.enricher is not None else KeepPlan.of(self.rules)
+        if not plan.everything:
+            self.keep = IngestKeep(
+                plan,
+                max_held_spans=settings.ingest_hold_max_spans,
+                hold_seconds=settings.ingest_hold_seconds,
+                telemetry=self.telemetry,
+                clock=clock,
+            )
+        logger.info("ingest: %s", plan.describe())
         self.gate = IngestGate(
             self.store,
             max_pending_spans=settings.max_pending_spans,
@@ -128,6 +141,7 @@ class Worker:
             outbox=self.enricher.outbox_entries if self.enricher is not None else None,
             after_write=self.enricher.received if self.enricher is not None else None,
             telemetry=self.telemetry,
+            keep=self.keep,
         )
         self._ready = threading.Event()
         self._agreement: tuple[float, list[tuple[str, str, str, float]]] | None = None
@@ -150,6 +164,7 @@ class Worker:
                 stored=self._send_label,
             ),
             keep_span_bytes=self.enricher is not None,  # forwarded as received
+            screen=self.keep,  # spans of traces no rule can pick are not even decoded
         )
 
     def _wire_operations_metrics(self) -> None:
