@@ -205,7 +205,7 @@ def _steps_of_turns(
 def _requested(tree: SpanTree, turn: SpanRecord, span: SpanRecord) -> bool:
     """Whether a model call of ``turn`` before ``span`` requested a tool of ``span``'s name
     (the tool's execution, marked as an agent by its library)."""
-    wanted = _norm(span.name)
+    wanted = _agent_name(span)
     return any(
         tree.kind(s) == "llm"
         and s.start_time_unix_nano <= span.start_time_unix_nano

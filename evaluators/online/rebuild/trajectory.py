@@ -262,7 +262,7 @@ def _fill(
             continue
         # an agent-marked span folded into a turn is read as the tool the model requested,
         # when it is one (a hand-off tool a library marked as an agent)
-        as_tool = tree.kind(span) == "agent" and norm(span.name) in links.requests.names
+        as_tool = tree.kind(span) == "agent" and norm(_agent_name(span)) in links.requests.names
         if tree.collapsed_into(span) is not None and not as_tool:
             continue
         if len(found.steps) >= MAX_STEPS:
@@ -331,7 +331,7 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
         )  # fmt: skip
     if kind == "tool":
         tool = view.tool
-        name = tool.name if tool is not None and tool.name.strip() else span.name
+        name = tool.name if tool is not None and tool.name.strip() else _agent_name(span)
         arguments = bounded(call_arguments(tool.arguments)) if tool is not None else None
         returned = tool.result if tool is not None else view.output_text
         return Step(
@@ -350,6 +350,10 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
         texts = [bounded(d.text) for d in retrieval[0] if d.text]
         return Step(index, "retrieval", span.name, span.span_id, result=texts, error=error)
     return None
+
+
+def _agent_name(span: SpanRecord) -> str:
+    return read_span(span).agent_name or span.name
 
 
 def _texts(found: Trajectory, text_in: str | None, text_out: str | None) -> None:
