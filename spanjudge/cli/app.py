@@ -1,5 +1,6 @@
-"""The ``spanjudge`` command line: ``demo``, ``worker``, ``backfill``, ``explain``, and the review
-commands of :mod:`spanjudge.cli.review` (``feedback``, ``calibration``, ``export``, ``scores``).
+"""The ``spanjudge`` command line: ``demo``, ``worker``, ``backfill``, ``explain``,
+``collector-config``, and the review commands of :mod:`spanjudge.cli.review` (``feedback``,
+``calibration``, ``export``, ``scores``).
 
 Each command imports what it needs when it runs, so ``spanjudge --version`` stays instant.
 Every command follows one exit-code convention (:mod:`spanjudge.cli.common`): 0 done, 1 the
@@ -201,6 +202,7 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
     stored trace starts with them. Never calls the judge. Exit code 2 when the trace is not
     in the store.
     """
+    from spanjudge.evaluators.online.planning.allocation import Allocation
     from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
     from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
     from spanjudge.exporters.store.urls import redact_url
@@ -225,8 +227,49 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
             cid: load_conversation(store, cid)
             for cid in sorted({s.conversation_id for s in spans if s.conversation_id})
         }
-    explanation = explain_trace(trace_id, spans, rules, conversations=conversations)
+        # a budget/precision rule's probability comes from the store's sums, as the planner's
+        allocation = Allocation(store) if any(r.has_target for r in rules) else None
+        explanation = explain_trace(
+            trace_id, spans, rules, conversations=conversations, allocation=allocation
+        )
     _print_explanation(explanation, configured)
+
+
+@cli.command("collector-config")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Worker settings file with the rules the Collector must feed.",
+)
+@click.option(
+    "--workers",
+    default=None,
+    metavar="HOST:PORT,...",
+    help="OTLP/gRPC endpoints of the worker groups' Collectors (default: spanjudge-group-a:4317).",
+)
+@click.option(
+    "--route-by",
+    type=click.Choice(["auto", "trace", "conversation"]),
+    default="auto",
+    show_default=True,
+    help="Route whole traces, or whole conversations (auto: conversations when a rule needs it).",
+)
+def collector_config(config_path: str | None, workers: str | None, route_by: str) -> None:
+    """Print the Collector pipeline that pre-samples what the rules can pick and routes it to
+    the worker groups (probabilistic_sampler + loadbalancing). Never opens the store."""
+    from spanjudge.cli.collector import parse_workers, render
+    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.worker.service import build_rules
+
+    settings = load_cli_settings(config_path)  # ConfigError: exit 2
+    try:
+        endpoints = parse_workers(workers)
+    except ValueError as exc:
+        usage_error(str(exc))
+    rules = build_rules(settings, OfflineJudge(settings.judge_model))
+    click.echo(render(rules, endpoints, route_by), nl=False)  # type: ignore[arg-type]
 
 
 def _print_explanation(explanation: Explanation, configured: bool) -> None:

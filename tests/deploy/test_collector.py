@@ -1,7 +1,8 @@
 """Collector configurations checked structurally: every component a pipeline names is defined
 and of a type the contrib distribution ships, nothing defined is left unused, and the two worker
 modes route spans the way deploy/README.md describes (no loop back into the worker), and the
-worker's evaluation events (OTLP logs) the way to Loki."""
+worker's evaluation events (OTLP logs) the way to Loki. The pre-sampling example
+(sampling.yaml) is what ``spanjudge collector-config`` prints for sampling-rules.toml."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ WORKER_PORT = 4319  # where the worker sends its scores and events (OTEL_EXPORTE
 # component types used here, all in otelcol-contrib
 KNOWN_TYPES = {
     "receivers": {"otlp"},
-    "processors": {"batch", "memory_limiter"},
-    "exporters": {"otlp", "otlphttp", "debug"},
+    "processors": {"batch", "memory_limiter", "probabilistic_sampler"},
+    "exporters": {"otlp", "otlphttp", "debug", "loadbalancing"},
     "extensions": {"health_check"},
 }
 SIGNALS = {"traces", "metrics", "logs"}
@@ -152,3 +153,97 @@ def test_compose_hostnames_match_the_services() -> None:
         for exporter in load(COLLECTOR / name)["exporters"].values():
             host = exporter["endpoint"].split("://")[-1].split(":")[0]
             assert host in services, (name, host)
+
+
+# ------------------------------------------------------------------ collector-config
+SAMPLING_RULES = COLLECTOR / "sampling-rules.toml"
+GROUPS = ["spanjudge-group-a:4317", "spanjudge-group-b:4317"]
+
+
+def collector_config(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from spanjudge.cli.app import cli
+
+    return CliRunner().invoke(cli, ["collector-config", *args], catch_exceptions=False)
+
+
+def test_sampling_example_is_what_the_command_prints() -> None:
+    run = collector_config("--config", str(SAMPLING_RULES), "--workers", ",".join(GROUPS))
+    assert run.exit_code == 0, run.output
+    assert run.output == (COLLECTOR / "sampling.yaml").read_text(encoding="utf-8")
+
+
+def test_sampling_example_presamples_at_the_rules_rate_and_routes_by_trace() -> None:
+    from spanjudge.cli.collector import collector_threshold
+    from spanjudge.evaluators.online.planning.consistent import threshold_for
+
+    config = load(COLLECTOR / "sampling.yaml")
+    [pipeline] = pipelines_from(config, 4318)
+    assert pipeline["processors"] == [
+        "memory_limiter",
+        "probabilistic_sampler/spanjudge",
+        "batch",
+    ]
+    sampler = config["processors"]["probabilistic_sampler/spanjudge"]
+    assert sampler["mode"] == "proportional" and sampler["sampling_precision"] == 4
+    assert "hash_seed" not in sampler  # a hash seed would switch the processor to hash mode
+    # the highest rule rate (2%), read the way the processor reads it (float32 percent)
+    assert collector_threshold(str(sampler["sampling_percentage"])) == threshold_for(0.02)
+    balancer = config["exporters"]["loadbalancing/spanjudge"]
+    assert balancer["routing_key"] == "traceID"
+    assert balancer["resolver"]["static"]["hostnames"] == GROUPS
+    assert pipeline["exporters"] == ["loadbalancing/spanjudge"]
+
+
+def test_rules_that_do_not_sample_by_trace_keep_every_trace() -> None:
+    # the compose stack's rules sample by target and judge conversations
+    run = collector_config("--config", str(DEPLOY / "compose" / "worker.toml"))
+    assert run.exit_code == 0, run.output
+    config = yaml.safe_load(run.output)
+    assert structural_problems(config) == []
+    assert not any(n.startswith("probabilistic_sampler") for n in config["processors"])
+    for rule in ("faithfulness-llm", "bias-agent", "topic-adherence-conversation"):
+        assert f"#   {rule}: samples by target, not by trace" in run.output
+    balancer = config["exporters"]["loadbalancing/spanjudge"]
+    # a conversation rule: whole conversations go to one group
+    assert balancer["routing_key"] == "attributes"
+    assert balancer["routing_attributes"] == ["gen_ai.conversation.id"]
+    by_trace = collector_config(
+        "--config", str(DEPLOY / "compose" / "worker.toml"), "--route-by", "trace"
+    )
+    traced = yaml.safe_load(by_trace.output)["exporters"]["loadbalancing/spanjudge"]
+    assert traced["routing_key"] == "traceID" and "routing_attributes" not in traced
+
+
+@pytest.mark.parametrize("workers", ["group-a", "group-a:port", ",", "host:4317,:4317"])
+def test_bad_workers_are_a_usage_error(workers: str) -> None:
+    run = collector_config("--config", str(SAMPLING_RULES), "--workers", workers)
+    assert run.exit_code == 2
+    assert "--workers" in run.output
+
+
+def test_percentages_give_the_collector_the_rules_threshold() -> None:
+    import random
+
+    from spanjudge.cli.collector import collector_threshold, percentage
+    from spanjudge.evaluators.online.planning.consistent import MIN_PROBABILITY, threshold_for
+
+    assert [percentage(r) for r in (0.02, 0.01, 0.1, 1 / 3, 1.0)] == [
+        "2",
+        "1",
+        "10",
+        "33.333",
+        "100",
+    ]
+    rng = random.Random(7)
+    inexact = 0
+    for rate in [rng.random() ** 4 for _ in range(5000)] + [MIN_PROBABILITY, 0.9999999]:
+        if rate == 0:
+            continue
+        text = percentage(rate)
+        want = threshold_for(max(rate, MIN_PROBABILITY))
+        # never a higher threshold than the rules': the Collector keeps every trace they pick
+        assert collector_threshold(text) <= want, rate
+        inexact += collector_threshold(text) != want
+    assert inexact < 10  # only rates within ~1e-7 of 100% miss, by a hair
