@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry.sdk.trace.export import SpanExporter
 from tenacity import wait_exponential
@@ -45,10 +45,12 @@ from spanjudge.evaluators.online.enrich.requests import (
     request_end,
     request_of,
 )
+from spanjudge.evaluators.online.planning.allocation import Allocation
 from spanjudge.evaluators.online.planning.rules import Rule
-from spanjudge.evaluators.online.planning.sampler import is_sampled
-from spanjudge.evaluators.online.rebuild.targets import span_kind
+from spanjudge.evaluators.online.planning.sampler import rule_keeps
+from spanjudge.evaluators.online.rebuild.targets import Target, span_kind
 from spanjudge.exporters.emit.span_forward import bytes_sender
+from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.otlp.wire import WireSpan
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store.base import Outbox
@@ -95,6 +97,7 @@ class Enricher:
         poll_seconds: float = 0.5,
         linger_seconds: float = 0.1,
         owner: str | None = None,
+        allocation: Allocation | None = None,
     ) -> None:
         if max_hold_seconds <= 0:
             raise ValueError("max_hold_seconds must be positive")
@@ -104,6 +107,11 @@ class Enricher:
             raise ValueError("max_request_bytes must be >= 1")
         self.span_rules = [r for r in rules if r.target != "conversation"]
         self.store = store
+        # a budget or precision rule samples with its allocation's probability, as the
+        # planner does; the planner's own allocation may be passed to share its reads
+        if allocation is None and any(r.has_target for r in self.span_rules):
+            allocation = Allocation(store)
+        self.allocation = allocation
         self.span_exporter = span_exporter
         self._send_bytes = bytes_sender(span_exporter)
         self.max_hold_seconds = max_hold_seconds
@@ -145,9 +153,28 @@ class Enricher:
                 if kind != rule.target:
                     continue
                 target_id = span.span_id
-            if rule.matches_span(span) and is_sampled(rule.name, target_id, rule.sample_rate):
+            if rule.matches_span(span) and rule_keeps(
+                rule.name,
+                rule.sample_by,
+                target_id,
+                span.trace_id,
+                span.conversation_id,
+                self._rate(rule, span, target_id),
+            ):
                 return True
         return False
+
+    def _rate(self, rule: Rule, span: SpanRecord, target_id: str) -> float:
+        """The probability the planner will sample this target with: the rule's rate, or for
+        a budget or precision rule its allocation's for the span's segment and risk signals
+        (read from this span alone: its trace's other spans may not have arrived)."""
+        if self.allocation is None or not rule.has_target:
+            return rule.sample_rate
+        target = Target(
+            cast(TargetType, rule.target), target_id, span.trace_id, span.span_id,
+            span.conversation_id, span, span.service_name, span.end_time_unix_nano,
+        )  # fmt: skip
+        return self.allocation.probability(rule, target, [span], self.clock())
 
     def outbox_entries(self, spans: Sequence[SpanRecord], now: float) -> list[OutboxEntry]:
         """One entry per span: held until ``now + max_hold_seconds`` or due at ``now``; with

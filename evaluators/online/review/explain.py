@@ -25,13 +25,15 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from spanjudge.evaluators.judges.base import Judge, Messages, Usage
+from spanjudge.evaluators.online.planning.allocation import Allocation
 from spanjudge.evaluators.online.planning.coverage import (
     describe_kinds,
     is_evaluation,
@@ -40,7 +42,7 @@ from spanjudge.evaluators.online.planning.coverage import (
     unrecognised,
 )
 from spanjudge.evaluators.online.planning.rules import Rule
-from spanjudge.evaluators.online.planning.sampler import is_sampled
+from spanjudge.evaluators.online.planning.sampler import rule_keeps
 from spanjudge.evaluators.online.rebuild.cases import build_case
 from spanjudge.evaluators.online.rebuild.dialects import generic, read_span
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
@@ -195,14 +197,29 @@ def explain_trace(
     rules: Iterable[Rule],
     *,
     conversations: Mapping[str, list[SpanRecord]] | None = None,
+    allocation: Allocation | None = None,
+    now: float | None = None,
 ) -> Explanation:
     """Explain how ``rules`` read the trace's ``spans`` (see the module docstring).
 
     ``conversations`` maps a conversation id to all its spans across traces (the CLI loads
     them from the store); a conversation not given is explained from this trace alone.
-    Pure: no store, no judge, no network.
+    ``allocation``: a rule with a budget or precision target is sampled with the probability
+    it gives at ``now``, as the planner does (the CLI builds one over its store; without one,
+    such a rule shows its cold-start ``sample_rate``). No judge, no network; the store only
+    through ``allocation``.
     """
     rules = list(rules)
+    at = time.time() if now is None else now
+
+    def _verdict(rule: Rule, target: Target, spans: list[SpanRecord]) -> RuleVerdict:
+        rate = (
+            allocation.probability(rule, target, spans, at)
+            if allocation is not None and rule.has_target
+            else rule.sample_rate
+        )
+        return _rule_verdict(rule, target, spans, rate)
+
     spans = [s for s in spans if s.trace_id == trace_id]
     verdicts: dict[str, list[RuleVerdict]] = {}
     for rule in rules:
@@ -220,7 +237,7 @@ def explain_trace(
     return Explanation(
         trace_id=trace_id,
         spans=lines,
-        conversations=_conversations(spans, conv_rules, conversations or {}),
+        conversations=_conversations(spans, conv_rules, conversations or {}, _verdict),
         misses=_misses(rules, spans),
         unrecognised=len(unrecognised(spans)),
         trajectories=_trajectories(tree, trace_id),
@@ -305,22 +322,32 @@ def _span_line(
     )
 
 
-def _verdict(rule: Rule, target: Target, spans: list[SpanRecord]) -> RuleVerdict:
+def _rule_verdict(rule: Rule, target: Target, spans: list[SpanRecord], rate: float) -> RuleVerdict:
     built = build_case(rule, target, spans)
     return RuleVerdict(
         rule=rule.name,
         metric=str(getattr(rule.metric, "name", type(rule.metric).__name__)),
         target_type=target.target_type,
         passes_filter=rule.matches(target, SpanTree([s for s in spans if not is_evaluation(s)])),
-        sampled=is_sampled(rule.name, target.target_id, rule.sample_rate),
-        sample_rate=rule.sample_rate,
+        sampled=rule_keeps(
+            rule.name,
+            rule.sample_by,
+            target.target_id,
+            target.trace_id,
+            target.conversation_id,
+            rate,
+        ),
+        sample_rate=rate,
         case=None if isinstance(built, Skip) else _fields(built),
         skip=built.reason if isinstance(built, Skip) else None,
     )
 
 
 def _conversations(
-    spans: list[SpanRecord], rules: Sequence[Rule], given: Mapping[str, list[SpanRecord]]
+    spans: list[SpanRecord],
+    rules: Sequence[Rule],
+    given: Mapping[str, list[SpanRecord]],
+    verdict: Callable[[Rule, Target, list[SpanRecord]], RuleVerdict],
 ) -> list[ConversationExplanation]:
     tree = SpanTree(spans)
     ids = sorted({c for c in map(tree.conversation_of, spans) if c})
@@ -332,7 +359,7 @@ def _conversations(
             out.append(ConversationExplanation(conversation_id, []))
             continue
         turns = [(s.trace_id, s.span_id, s.name) for s in target.turn_spans]
-        verdicts = [_verdict(rule, target, conv_spans) for rule in rules]
+        verdicts = [verdict(rule, target, conv_spans) for rule in rules]
         out.append(ConversationExplanation(conversation_id, turns, verdicts))
     return out
 
