@@ -112,7 +112,7 @@ def test_step_efficiency(framework: str) -> None:
         case,
         lambda s: s.add_rule(
             {"task": "t", "score": 0.4, "reason": "r"}, schema="StepEfficiencyVerdict"
-        ),  # fmt: skip
+        ),
         lambda s: (
             s.add_rule({"task": "t"}, schema="Task"),
             s.add_rule({"score": 0.4, "reason": "r"}, schema="EfficiencyVerdict"),
@@ -142,7 +142,7 @@ def test_plan_metrics_without_a_plan(mine: Any, theirs: Any, _: str) -> None:
         lambda s: (
             s.add_rule({"task": "t"}, schema="Task"),
             s.add_rule({"plan": []}, schema="AgentPlan"),
-        ),  # fmt: skip
+        ),
     )
     assert a.score == b.score == 1.0
     assert (our_calls, their_calls) == (0, 2)
@@ -259,9 +259,7 @@ def test_tool_correctness_with_available_tools_takes_the_lower_score() -> None:
             available_tools=[DeepEvalToolCall(name=n) for n in offered], model=m
         ),
         case,
-        lambda s: s.add_rule(
-            {"verdicts": verdicts, "reason": "r"}, schema="ToolSelectionVerdicts"
-        ),  # fmt: skip
+        lambda s: s.add_rule({"verdicts": verdicts, "reason": "r"}, schema="ToolSelectionVerdicts"),
         lambda s: s.add_rule({"score": 0.5, "reason": "r"}, schema="ToolSelectionScore"),
     )
     assert a.score == b.score == 0.5
