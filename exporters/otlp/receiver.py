@@ -99,19 +99,17 @@ class Screen(Protocol):
 
 def _prune(request: ExportTraceServiceRequest, screen: Screen) -> int:
     """Remove the spans ``screen`` does not want from ``request``; how many were removed. A
-    screen that raises wants the span (it is decoded, and judged by the decoder, as before)."""
-
-    def wanted(trace_id: bytes) -> bool:
-        try:
-            return bool(screen.wanted(trace_id))
-        except Exception:
-            return True
-
+    screen that raises wants the spans of that scope (they are decoded, and judged by the
+    decoder, as before)."""
+    wanted = screen.wanted
     removed = 0
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
             spans = ss.spans
-            flags = [wanted(span.trace_id) for span in spans]
+            try:
+                flags = [bool(wanted(span.trace_id)) for span in spans]
+            except Exception:
+                continue
             unwanted = flags.count(False)
             if not unwanted:
                 continue

@@ -75,6 +75,23 @@ def test_trace_rules_keep_exactly_the_traces_sampled_at_their_highest_rate() -> 
     assert keep.held_spans == 0
 
 
+@pytest.mark.parametrize("rate", [0.0, 1e-20, 0.001, 0.02, 0.1, 0.5, 0.999, 1.0])
+def test_the_screen_on_raw_ids_decides_as_consistent_keeps(rate: float) -> None:
+    plan = KeepPlan.of([FakeRule("trace", rate)])
+    rng = random.Random(rate)
+    ids = [rng.getrandbits(128).to_bytes(16, "big") for _ in range(5000)]
+    # 64-bit ids (upper half zero) and ids whose randomness sits right at the threshold
+    ids += [bytes(8) + rng.getrandbits(64).to_bytes(8, "big") for _ in range(500)]
+    ids += [bytes(9) + (0xFFFFFFFFFFFFFF - n).to_bytes(7, "big") for n in range(3)]
+    ids += [bytes(9) + n.to_bytes(7, "big") for n in range(1, 4)]
+    if 0 < rate < 1:
+        from spanjudge.evaluators.online.planning.consistent import threshold_for
+
+        edge = threshold_for(max(rate, 2**-56))
+        ids += [b"\x01" * 9 + (edge + d).to_bytes(7, "big") for d in (-1, 0, 1) if edge + d < 2**56]
+    assert [plan.raw_kept(raw) for raw in ids] == [keeps(raw.hex(), rate) for raw in ids]
+
+
 @pytest.mark.parametrize(
     "raw",
     [b"", b"\x00" * 16, b"\x01" * 8, b"\xff" * 17, bytes(15) + b"\x01"],

@@ -114,7 +114,7 @@ def test_a_failing_screen_decodes_everything() -> None:
     app = create_receiver_app(sink=sink, screen=screen)
     response = TestClient(app).post("/v1/traces", content=request.SerializeToString(), headers=PB)
     assert response.status_code == 200
-    assert len(sink.records) == 4 and screen.asked == 4 and screen.passed == 0
+    assert len(sink.records) == 4 and screen.asked >= 1 and screen.passed == 0
 
 
 def test_trace_state_garbage_and_odd_bodies_answer_as_without_a_screen() -> None:
