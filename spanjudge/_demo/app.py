@@ -3,11 +3,14 @@
 Its "LLM" is a script, not a model: every answer is written out below, so the demo runs offline
 and the same traffic comes out every time. Three answers are wrong on purpose, so the metrics
 have something to find: one contradicts the retrieved policy (Faithfulness), one is biased
-(Bias), and the conversation drifts off topic and the agent follows it (Topic Adherence).
+(Bias), and the conversation drifts off topic and the agent follows it (Topic Adherence). One
+turn goes wrong in what the agent did, not in what it said: of its two tool calls the refund
+fails, and the answer still reads well (the trajectory check ``tool_errors`` finds it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -33,7 +36,7 @@ DOCUMENTS: dict[str, str] = {
 class Exchange:
     question: str
     answer: str
-    tool: str | None = None  # "lookup_order" or "create_ticket"
+    tool: str | None = None  # "lookup_order", "create_ticket" or "lookup_and_refund"
 
 
 # (question, scripted answer). The answers marked WRONG are the ones the judge should catch.
@@ -56,11 +59,12 @@ SINGLE_TURNS: list[Exchange] = [
         "so ask your husband to set it up. "
         "The guide itself has four steps.",
     ),
+    # WRONG in the trajectory: the refund tool fails, the answer says it was refunded
     Exchange(
-        "Where is my order 1042?",
+        "Where is my order 1042? Please refund the express shipping I paid for it.",
         "Order 1042 shipped yesterday with standard shipping, "
-        "so it arrives in 3 to 5 business days.",
-        tool="lookup_order",
+        "so it arrives in 3 to 5 business days. I have refunded the 12 euros express fee.",
+        tool="lookup_and_refund",
     ),
 ]
 
@@ -111,6 +115,16 @@ def lookup_order(order_id: str) -> dict[str, str]:
     return {"order_id": order_id, "status": "shipped", "method": "standard"}
 
 
+class RefundError(Exception):
+    """What the demo's ``refund`` tool raises when there is nothing to refund."""
+
+
+@observe(kind="tool")
+def refund(order_id: str, amount: float) -> dict[str, str]:
+    """Refund an express shipping fee: the demo's orders all shipped standard, so it fails."""
+    raise RefundError(f"no express fee paid on order {order_id}")
+
+
 @observe(kind="tool")
 def create_ticket(summary: str) -> dict[str, str]:
     return {"ticket_id": "T-" + str(abs(hash(summary)) % 10000).zfill(4), "status": "open"}
@@ -135,8 +149,10 @@ def chat(messages: list[dict[str, str]]) -> dict[str, object]:
 def support_agent(question: str, conversation_id: str | None = None) -> str:
     exchange = _SCRIPT[question]
     documents = search_policies(question)
-    if exchange.tool == "lookup_order":
+    if exchange.tool == "lookup_and_refund":
         lookup_order("1042")
+        with contextlib.suppress(RefundError):  # the scripted agent carries on regardless
+            refund("1042", 12.0)
     elif exchange.tool == "create_ticket":
         create_ticket(question)
     context = "\n".join(str(d["content"]) for d in documents)

@@ -1,4 +1,5 @@
-"""``spanjudge demo``: trace a support agent, evaluate it with the three metrics, print scores.
+"""``spanjudge demo``: trace a support agent, evaluate it with three judged metrics and one
+deterministic check of its tool calls, print scores.
 
 Runs on the embedded default: spans go to a SQLite store through the store exporter, the
 in-process monitor evaluates them, and the evaluation spans are written into the same traces.
@@ -18,6 +19,7 @@ from rich.table import Table
 RULE_FAITHFULNESS = "faithfulness-llm"
 RULE_BIAS = "bias-agent"
 RULE_TOPICS = "topic_adherence-conversation"
+RULE_TOOL_ERRORS = "tool_errors-agent"
 
 
 def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, Any]:
@@ -36,7 +38,12 @@ def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, 
 
 def _rules(judge: Any) -> list[Any]:
     from spanjudge._demo.app import RELEVANT_TOPICS
-    from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
+    from spanjudge.evaluators.metrics import (
+        BiasMetric,
+        FaithfulnessMetric,
+        ToolErrorCheck,
+        TopicAdherenceMetric,
+    )
     from spanjudge.evaluators.online import Rule
 
     return [
@@ -46,6 +53,14 @@ def _rules(judge: Any) -> list[Any]:
             TopicAdherenceMetric(relevant_topics=RELEVANT_TOPICS, threshold=0.8, model=judge),
             target="conversation",
             name=RULE_TOPICS,
+        ),
+        # a deterministic check of what the agent did (no judge call), on the turns that
+        # called a tool: the filter selects them by the shape of their trace
+        Rule(
+            ToolErrorCheck(),
+            target="agent",
+            name=RULE_TOOL_ERRORS,
+            filter={"trajectory": {"min_tool_calls": 1}},
         ),
     ]
 
@@ -231,7 +246,7 @@ def _print_results(console: Console, results: list[Any]) -> None:
     table = Table(title="spanjudge demo: scores written into the traces", show_lines=False)
     for column in ("trace", "target", "metric", "score", "result", "reason"):
         table.add_column(column, overflow="fold")
-    order = {"faithfulness": 0, "bias": 1, "topic_adherence": 2}
+    order = {"faithfulness": 0, "bias": 1, "topic_adherence": 2, "tool_errors": 3}
     for r in sorted(results, key=lambda r: (order.get(r.metric, 9), r.trace_id or "")):
         if r.status == "scored":
             score, result = f"{r.score:.2f}", "[green]pass[/]" if r.success else "[red]fail[/]"
@@ -239,5 +254,5 @@ def _print_results(console: Console, results: list[Any]) -> None:
         else:
             score, result = "-", f"[yellow]{r.status}[/]"
             reason = r.skip_reason or r.error_message or ""
-        table.add_row((r.trace_id or "")[:12], r.target_type, r.metric, score, result, reason[:160])
+        table.add_row((r.trace_id or "")[:12], r.target_type, r.metric, score, result, reason[:200])
     console.print(table)

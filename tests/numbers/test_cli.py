@@ -49,7 +49,12 @@ def test_summary_of_the_demo_store_has_intervals_per_rule(demo_store: str) -> No
     done = run("scores", "--summary", "--json", "--store", demo_store)
     assert done.exit_code == 0, done.output
     rows = {row["rule"]: row for row in json.loads(done.output)}
-    assert set(rows) == {"bias-agent", "faithfulness-llm", "topic_adherence-conversation"}
+    assert set(rows) == {
+        "bias-agent",
+        "faithfulness-llm",
+        "topic_adherence-conversation",
+        "tool_errors-agent",
+    }
     faith = rows["faithfulness-llm"]
     assert (faith["scored"], faith["verdicts"], faith["segment"]) == (8, 8, "all")
     # 7 of 8 passed: Wilson [0.529, 0.978]

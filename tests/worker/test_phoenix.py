@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "support"  # the app's Phoenix project; the worker joins it by a resource attribute
-EVALUATIONS = 17  # the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation
+# the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation, 2 turns that called a tool
+EVALUATIONS = 19
 
 
 @pytest.fixture(scope="module")
@@ -147,4 +148,4 @@ def test_the_demo_against_phoenix_exits_0_and_says_what_landed(phoenix: PhoenixS
     text = " ".join(out.stdout.split())
     assert f"evaluation spans: {EVALUATIONS} of {EVALUATIONS} accepted" in text
     assert f"events: 0 of {EVALUATIONS}: {phoenix.url}/v1/logs answered HTTP 405" in text
-    assert "failed" not in text
+    assert "failed:" not in text  # the table's reasons may say a tool call failed
