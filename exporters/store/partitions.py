@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from psycopg import errors, sql
 
+from spanjudge.exporters.store.core import Cursor
 from spanjudge.exporters.store.items import StoreError
 
 DAY_SECONDS = 86_400
@@ -53,7 +53,7 @@ _DROP_LOCK_TIMEOUT = "2s"
 _NAME = re.compile(r"^(spans|outbox)_p(\d{8})$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-Transaction = Callable[[], AbstractContextManager[Any]]
+Transaction = Callable[[], AbstractContextManager[Cursor]]
 
 
 def span_day(start_ns: int) -> int:
@@ -144,7 +144,7 @@ class Partitions:
                 cur.execute(create_statement(table, day))
         self._known.update(missing)
 
-    def existing(self, cur: Any, table: str) -> list[tuple[int, str]]:
+    def existing(self, cur: Cursor, table: str) -> list[tuple[int, str]]:
         """The day partitions of ``table`` (in the connection's search path), by day."""
         cur.execute(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
@@ -202,7 +202,7 @@ def _horizon(table: str, cutoff: float) -> float:
     return cutoff * 1_000_000_000 if table == "spans" else cutoff
 
 
-def _needed(cur: Any, table: str, name: str, cutoff: float) -> bool:
+def _needed(cur: Cursor, table: str, name: str, cutoff: float) -> bool:
     """Whether a partition past the cutoff still holds a row retention keeps: a span that
     arrived at or after the cutoff (a late span, whose trace may be planned again); an outbox
     entry not forwarded yet or forwarded since, or a shared entry an unforwarded held row
@@ -222,7 +222,7 @@ def _needed(cur: Any, table: str, name: str, cutoff: float) -> bool:
     return bool(cur.fetchone()[0])
 
 
-def _delete_expired(cur: Any, table: str, name: str, cutoff: float) -> int:
+def _delete_expired(cur: Cursor, table: str, name: str, cutoff: float) -> int:
     """The row-by-row retention, on one partition still needed; returns spans deleted."""
     part = sql.Identifier(name)
     if table == "spans":
@@ -239,7 +239,7 @@ def _delete_expired(cur: Any, table: str, name: str, cutoff: float) -> int:
     return 0
 
 
-def _rows(cur: Any, name: str) -> int:
+def _rows(cur: Cursor, name: str) -> int:
     """Rows in a partition about to be dropped: counted when it is small, else the server's
     estimate (live tuples), so the cost does not grow with it."""
     cur.execute(

@@ -136,7 +136,11 @@ class PostgresStore(SqlStore):
         self._partitions.detect()
         if "spans" in self._partitions.tables:  # (not on a schema a test keeps older)
             self.span_key = "trace_id, span_id, start_ns"
-        # today's and tomorrow's partitions ahead of the writes that need them
+        self._make_ahead()
+
+    def _make_ahead(self) -> None:
+        """Today's and tomorrow's partitions, ahead of the writes that need them (a write
+        that makes one waits for the table lock it takes)."""
         today = arrival_day(wall())
         days = {today, today + 1}
         self._partitions.ensure({"spans": days, "outbox": days})
@@ -173,6 +177,7 @@ class PostgresStore(SqlStore):
         # whole days first, each in a short transaction of its own; then the row retention
         # (of spans and outbox entries too unless partition_retention)
         expired = self._partitions.expire(cutoff)
+        self._make_ahead()  # (retention runs every tick: nothing to do on most)
         return expired.spans + super().delete_older_than(cutoff)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:

@@ -156,6 +156,12 @@ def test_a_span_delivered_again_after_midnight_is_stored_and_forwarded_once(sche
         assert count(store, "outbox") == 1
         claim = store.claim_outbox(owner="w", limit=9, lease_seconds=30, now=DAY2 + 60)
         assert [i.span.span_id for i in claim.items if i.span] == [sid(1)]
+        # a batch big enough for COPY, half of it already stored the day before
+        batch = [span_at(2, n, DAY2 - 20 + n) for n in range(40)]
+        store.write_spans(batch[:20], now=DAY2 - 1, outbox=[entry(s, DAY2) for s in batch[:20]])
+        store.write_spans(batch, now=DAY2 + 40, outbox=[entry(s, DAY2 + 40) for s in batch])
+        assert len(store.trace_spans(tid(2))) == 40
+        assert count(store, "outbox") == 41
     finally:
         store.close()
 
