@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
 
@@ -44,10 +45,12 @@ __all__ = [
     "load_cli_settings",
     "missing_sqlite_file",
     "opened_store",
+    "opened_stores",
     "parse_since",
     "resolve_trace_id",
     "since_option_value",
     "store_options",
+    "stores_options",
     "usage_error",
 ]
 
@@ -156,6 +159,64 @@ def store_options(func: _F) -> _F:
         default=None,
         help="Worker settings file (its store_url and rules).",
     )(func)
+
+
+def stores_options(func: _F) -> _F:
+    """``--store URL`` given any number of times (one per worker group, each with its own
+    store; the commands add their sums up) and ``--config FILE``."""
+    func = click.option(
+        "--store",
+        "store_urls",
+        multiple=True,
+        metavar="URL",
+        help="Span store; give it once per worker group to read several (PostgreSQL: "
+        "postgresql://host/db?schema=NAME names a group's store_schema). Default: the "
+        "settings' store_url.",
+    )(func)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="Worker settings file (its store_url, store_schema and defaults).",
+    )(func)
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """``postgresql://host/db?schema=b`` -> (``postgresql://host/db``, ``"b"``); a URL without
+    a ``schema`` parameter is returned as it is, with None."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for name, value in query if name == "schema"]
+    if not schemas:
+        return url, None
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schemas[-1]
+
+
+@contextmanager
+def opened_stores(settings: WorkerSettings, urls: tuple[str, ...]) -> Iterator[list[SpanStore]]:
+    """The stores ``--store`` named (the settings' own store when none), all closed on exit.
+
+    A URL's ``?schema=`` names its PostgreSQL schema, else the settings' ``store_schema``
+    applies; a store named twice is a usage error (its results would count twice)."""
+    if not urls:
+        with opened_store(settings.store_url, schema=settings.store_schema) as store:
+            yield [store]
+        return
+    seen: set[tuple[str, str | None]] = set()
+    with ExitStack() as stack:
+        stores = []
+        for url in urls:
+            plain, schema = split_schema(url)
+            if schema is not None and not plain.startswith(("postgresql://", "postgres://")):
+                usage_error(f"--store {url}: ?schema= is for PostgreSQL stores")
+            schema = schema if schema is not None else settings.store_schema
+            if (plain, schema) in seen:
+                usage_error(f"--store {url} is given twice: its results would count twice")
+            seen.add((plain, schema))
+            stores.append(stack.enter_context(opened_store(plain, schema=schema)))
+        yield stores
 
 
 def load_cli_settings(config_path: str | None, store_url: str | None = None) -> WorkerSettings:

@@ -20,8 +20,9 @@ import click
 from spanjudge.cli.common import (
     load_cli_settings,
     opened_store,
+    opened_stores,
     since_option_value,
-    store_options,
+    stores_options,
     usage_error,
 )
 
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
     from spanjudge.settings import WorkerSettings
 
 __all__ = [
-    "DEFAULT_CAP",
     "compare",
     "console",
+    "period_text",
     "print_summary",
     "settings_store",
     "summary_of",
@@ -43,8 +44,6 @@ __all__ = [
 
 # piped output (a file, a CI log) is not cut to 80 columns: ids stay whole
 PIPED_WIDTH = 240
-# a terminal table stays readable; --json has every segment (the cap still folds the rest)
-DEFAULT_CAP = 20
 
 
 class _SummarySource(Protocol):
@@ -65,21 +64,40 @@ def settings_store(settings: WorkerSettings) -> Iterator[Any]:
         yield store
 
 
-def _sums(
-    store: Any, by: str | None, since: float | None, rule: str | None
+def merged_sums(
+    stores: Any, by: str | None, since: float | None, rule: str | None
 ) -> dict[tuple[str, str, str], SegmentSums]:
-    source: _SummarySource = store
-    return source.summary_sums(by=by, since=since, rule=rule)
+    """The summary sums of ``stores`` (one store or several: one per worker group) added up.
+    Every field is a count or a sum (first/last times a min/max), so the merged sums are
+    exactly those of one store holding every result."""
+    from spanjudge.exporters.store.summaries import SegmentSums
+
+    out: dict[tuple[str, str, str], SegmentSums] = {}
+    for store in stores if isinstance(stores, list) else [stores]:
+        source: _SummarySource = store
+        for group, s in source.summary_sums(by=by, since=since, rule=rule).items():
+            out.setdefault(group, SegmentSums()).add(s)
+    return out
 
 
 def summary_of(
     store: Any, *, by: str | None, since: float | None, rule: str | None, cap: int
 ) -> list[SegmentSummary]:
-    """The summary rows of ``store``: per rule x segment of ``by``, ``cap`` segments each."""
+    """The summary rows of ``store`` (or a list of stores, summed): per rule x segment of
+    ``by``, ``cap`` segments each."""
     from spanjudge.evaluators.online.review.estimates import fold_segments, summarize
 
-    sums, folded = fold_segments(_sums(store, by, since, rule), cap)
+    sums, folded = fold_segments(merged_sums(store, by, since, rule), cap)
     return summarize(sums, by=by, folded=folded)
+
+
+def period_text(seconds: float) -> str:
+    """``86400`` -> ``"24h"``, ``604800`` -> ``"7d"``: a settings window as ``--since`` says it."""
+    if seconds >= 2 * 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g}d"
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
 
 
 def _ci(estimate: Estimate, digits: int = 2) -> str:
@@ -135,35 +153,44 @@ def _effect_text(effect: Effect) -> str:
 @click.argument("candidate")
 @click.option("--by", "key", required=True, help="The segment key: service.version, model, ...")
 @click.option("--rule", default=None, help="Only this rule.")
-@click.option("--since", default="7d", show_default=True, help="Results of this period.")
-@click.option("--alpha", default=0.05, show_default=True, help="Error rate of the decision.")
+@click.option(
+    "--since", default=None,
+    help="Results of this period (7d). Default: the settings' regression_window_seconds.",
+)  # fmt: skip
+@click.option(
+    "--alpha", type=float, default=None,
+    help="Error rate of the decision. Default: the settings' regression_alpha (0.05).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_options
+@stores_options
 def compare(
     baseline: str,
     candidate: str,
     key: str,
     rule: str | None,
-    since: str,
-    alpha: float,
+    since: str | None,
+    alpha: float | None,
     as_json: bool,
     config_path: str | None,
-    store_url: str | None,
+    store_urls: tuple[str, ...],
 ) -> None:
     """Whether CANDIDATE's pass rate or mean score differs from BASELINE's, per rule.
 
     Two values of one segment key (`--by service.version 1.4.0 1.5.0`). The effect is
     CANDIDATE minus BASELINE with an interval that is a confidence sequence: it stays valid
     however often you look, so run it after every deploy and again tomorrow. The decision is
-    worse, better, no difference yet or too few. Methods: docs/numbers.md."""
+    worse, better, no difference yet or too few. With --store given once per worker group,
+    each group's sums are added up first. Methods: docs/numbers.md."""
     from spanjudge.evaluators.online.review.regressions import compare_segments
 
-    if not 0 < alpha < 1:
+    if alpha is not None and not 0 < alpha < 1:
         usage_error(f"--alpha must be between 0 and 1, got {alpha}")
-    settings = load_cli_settings(config_path, store_url)
+    settings = load_cli_settings(config_path)
+    alpha = settings.regression_alpha if alpha is None else alpha
+    since = since or period_text(settings.regression_window_seconds)
     start = since_option_value(since)
-    with settings_store(settings) as store:
-        sums = _sums(store, key, start, rule)
+    with opened_stores(settings, store_urls) as stores:
+        sums = merged_sums(stores, key, start, rule)
     rows = compare_segments(sums, key=key, baseline=baseline, candidate=candidate, alpha=alpha)
     if as_json:
         click.echo(json.dumps([asdict(row) for row in rows], indent=2))

@@ -19,12 +19,14 @@ from spanjudge.cli.common import (
     TRACE_ID_CHARS,
     load_cli_settings,
     opened_store,
+    opened_stores,
     resolve_trace_id,
     since_option_value,
     store_options,
+    stores_options,
     usage_error,
 )
-from spanjudge.cli.numbers import DEFAULT_CAP, compare, print_summary, settings_store, summary_of
+from spanjudge.cli.numbers import compare, period_text, print_summary, summary_of
 from spanjudge.cli.numbers import console as _console
 
 if TYPE_CHECKING:
@@ -116,22 +118,28 @@ def _ci(estimate: Estimate) -> str:
 @click.option("--metric", default=None, help="Only this metric.")
 @click.option("--rule", default=None, help="Only this rule.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_options
+@stores_options
 def calibration(
     since: str,
     metric: str | None,
     rule: str | None,
     as_json: bool,
     config_path: str | None,
-    store_url: str | None,
+    store_urls: tuple[str, ...],
 ) -> None:
-    """How often the judge agrees with people, per rule and metric (95% intervals)."""
+    """How often the judge agrees with people, per rule and metric (95% intervals). With
+    --store given once per worker group, the labelled results of every group count."""
     from spanjudge.evaluators.online.review.agreement import agreement
 
-    settings = load_cli_settings(config_path, store_url)
+    settings = load_cli_settings(config_path)
     start = since_option_value(since)
-    with opened_store(settings.store_url, schema=settings.store_schema) as store:
-        tables = agreement(store.labelled_results(metric=metric, rule=rule, since=start))
+    with opened_stores(settings, store_urls) as stores:
+        labelled = [
+            item
+            for store in stores
+            for item in store.labelled_results(metric=metric, rule=rule, since=start)
+        ]
+    tables = agreement(labelled)
     if as_json:
         click.echo(json.dumps([asdict(t) for t in tables], indent=2))
         return
@@ -219,7 +227,11 @@ def export(
 @click.option("--metric", default=None, help="Only this metric.")
 @click.option("--rule", default=None, help="Only this rule.")
 @click.option("--label", type=click.Choice(["pass", "fail", "error", "skipped"]), default=None)
-@click.option("--since", default="24h", show_default=True, help="Results of this period.")
+@click.option(
+    "--since", default=None,
+    help="Results of this period (24h). Default: 24h; with --summary the settings' "
+    "interval_window_seconds.",
+)  # fmt: skip
 @click.option("--service", default=None, help="Only results of this service.")
 @click.option("--limit", default=50, show_default=True, help="The most recent N results.")
 @click.option(
@@ -228,42 +240,51 @@ def export(
 )  # fmt: skip
 @click.option("--by", "key", default=None, help="With --summary: split by service.version, ...")
 @click.option(
-    "--cap", default=DEFAULT_CAP, show_default=True,
-    help="With --summary: segments shown per rule; the rest are folded into 'other'.",
+    "--cap", type=int, default=None,
+    help="With --summary: segments shown per rule; the rest are folded into 'other'. "
+    "Default: the settings' segment_cap (10).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="With --summary: print JSON.")
-@store_options
+@stores_options
 def scores(
     metric: str | None,
     rule: str | None,
     label: str | None,
-    since: str,
+    since: str | None,
     service: str | None,
     limit: int,
     summary: bool,
     key: str | None,
-    cap: int,
+    cap: int | None,
     as_json: bool,
     config_path: str | None,
-    store_url: str | None,
+    store_urls: tuple[str, ...],
 ) -> None:
     """Print recent results as a table, for setups without a tracing backend; with
-    --summary, each rule's pass rate and mean score with their intervals."""
+    --summary, each rule's pass rate and mean score with their intervals (with --store given
+    once per worker group, each group's sums added up)."""
     from spanjudge.exporters.telemetry import evaluation_label
 
     if (key is not None or as_json) and not summary:
         usage_error("--by and --json go with --summary")
-    if cap < 1:
+    if len(store_urls) > 1 and not summary:
+        usage_error("--store given several times goes with --summary")
+    if cap is not None and cap < 1:
         usage_error(f"--cap must be at least 1, got {cap}")
-    settings = load_cli_settings(config_path, store_url)
-    start = since_option_value(since)
+    settings = load_cli_settings(config_path)
     if summary:
-        with settings_store(settings) as store:
-            rows = summary_of(store, by=key, since=start, rule=rule, cap=cap)
+        since = since or period_text(settings.interval_window_seconds)
+        start = since_option_value(since)
+        with opened_stores(settings, store_urls) as stores:
+            rows = summary_of(
+                stores, by=key, since=start, rule=rule, cap=cap or settings.segment_cap
+            )
         rows = [r for r in rows if metric is None or r.metric == metric]
         print_summary(rows, by=key, since=since, as_json=as_json)
         return
-    with opened_store(settings.store_url, schema=settings.store_schema) as store:
+    since = since or "24h"
+    start = since_option_value(since)
+    with opened_stores(settings, store_urls) as [store]:
         results = [
             r
             for r in store.results(metric=metric, rule=rule, since=start, limit=100_000)
