@@ -186,7 +186,8 @@ class Rule:
     * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
     * ``sample_by``: ``"target"`` (that hash), ``"trace"`` (OpenTelemetry's consistent sampling
       on the trace id: the traces a Collector or SDK sampler at the same rate keeps) or
-      ``"conversation"`` (a hash of the conversation id: whole conversations kept).
+      ``"conversation"`` (a hash of the conversation id: whole conversations kept). With a
+      budget or precision target the allocated probability is compared the same way.
     * ``filter``: a :class:`SpanFilter`, a dict with its keys, a
       :class:`~spanjudge.evaluators.online.planning.trajectory_filter.TrajectoryFilter`, or
       ``callable(span) -> bool``; applied to the target span (trace: root span; conversation:
