@@ -2,9 +2,10 @@
 
 It is NOT a language model. It answers each metric step with simple, deterministic heuristics
 (sentences as claims and truths, numbers that disagree as contradictions, a word list for
-opinions and for biased wording, keyword overlap for topics) so ``spanjudge demo`` runs offline
-and the whole judge path (litellm, HTTP, JSON parsing) is exercised. Use ``--judge MODEL`` for a
-real judge. The rules read the prompts of the three metrics by their section headers.
+opinions and for biased wording, keyword overlap for topics, the share of tool calls that did
+not fail for task completion) so ``spanjudge demo`` runs offline and the whole judge path
+(litellm, HTTP, JSON parsing) is exercised. Use ``--judge MODEL`` for a real judge. The rules read
+the prompts of the four judged metrics by their section headers.
 """
 
 from __future__ import annotations
@@ -253,6 +254,47 @@ def _reason(request: Any) -> dict[str, Any]:
     return {"reason": f"The score is {score}; nothing in the answer was flagged."}
 
 
+_STEP_HEAD = re.compile(r"^\[step (\d+)\] (\w+) (.+?)(?: \(agent .*\))?$")
+
+
+def _task_verdict(request: Any) -> dict[str, Any]:
+    """Task completion: the share of tool calls that did not fail; the failed ones are blamed.
+    A text rule, not an understanding of the task: an answer that hides a failure still scores
+    by the failure."""
+    prompt = request.prompt
+    task = _section(prompt, "Task:\n").split("\n\n", 1)[0].strip()
+    steps = _section(prompt, "What the agent did:\n").split("\nJSON:", 1)[0]
+    calls, failed, current = [], [], None
+    for line in steps.splitlines():
+        head = _STEP_HEAD.match(line)
+        if head is not None:
+            current = (int(head.group(1)), head.group(2), head.group(3))
+            if current[1] == "tool_call":
+                calls.append(current)
+        elif line.strip().startswith("ERROR:") and current is not None:
+            failed.append((current, line.strip()[len("ERROR:") :].strip()))
+    final = steps[steps.rfind("Final output:") :].removeprefix("Final output:").strip()
+    if not failed:
+        return {
+            "task": task,
+            "outcome": f"Every tool call succeeded; the agent answered: {final[:200]}",
+            "verdict": 1.0,
+            "reason": "No step failed and the agent answered.",
+            "steps": [],
+        }
+    verdict = round(1 - len(failed) / max(1, len(calls)), 2)
+    blamed = "; ".join(
+        f"step {i} ({name}) went wrong ({error[:120]})" for (i, _, name), error in failed
+    )
+    return {
+        "task": task,
+        "outcome": f"{blamed}. The agent answered regardless: {final[:200]}",
+        "verdict": verdict,
+        "reason": f"Part of the task was not done: {blamed}.",
+        "steps": [i for (i, _, _), _ in failed],
+    }
+
+
 def start_offline_judge(latency: float = 0.0) -> ScriptedJudgeServer:
     """Start the scripted server with the demo's rules; the caller stops it."""
     server = ScriptedJudgeServer()
@@ -264,6 +306,7 @@ def start_offline_judge(latency: float = 0.0) -> ScriptedJudgeServer:
         ("BiasVerdicts", _bias_verdicts),
         ("QAPairs", _qa_pairs),
         ("TopicVerdict", _topic_verdict),
+        ("TaskCompletionVerdict", _task_verdict),
         ("Reason", _reason),
     ):
         server.add_rule(respond, schema=schema, latency=latency)

@@ -1,4 +1,4 @@
-"""``spanjudge demo``: trace a support agent, evaluate it with three judged metrics and one
+"""``spanjudge demo``: trace a support agent, evaluate it with four judged metrics and one
 deterministic check of its tool calls, print scores.
 
 Runs on the embedded default: spans go to a SQLite store through the store exporter, the
@@ -8,6 +8,7 @@ With ``--otlp-endpoint`` both the app's spans and the evaluation spans also go t
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -20,6 +21,7 @@ RULE_FAITHFULNESS = "faithfulness-llm"
 RULE_BIAS = "bias-agent"
 RULE_TOPICS = "topic_adherence-conversation"
 RULE_TOOL_ERRORS = "tool_errors-agent"
+RULE_TASK = "task_completion-agent"
 
 
 def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, Any]:
@@ -44,7 +46,11 @@ def _rules(judge: Any) -> list[Any]:
         ToolErrorCheck,
         TopicAdherenceMetric,
     )
+    from spanjudge.evaluators.metrics.task_completion import TaskCompletionMetric
     from spanjudge.evaluators.online import Rule
+
+    # the turns that called a tool: the filter selects them by the shape of their trace
+    with_tools = {"trajectory": {"min_tool_calls": 1}}
 
     return [
         Rule(FaithfulnessMetric(threshold=0.7, model=judge), target="llm", name=RULE_FAITHFULNESS),
@@ -54,13 +60,14 @@ def _rules(judge: Any) -> list[Any]:
             target="conversation",
             name=RULE_TOPICS,
         ),
-        # a deterministic check of what the agent did (no judge call), on the turns that
-        # called a tool: the filter selects them by the shape of their trace
+        # what the agent did, not only what it said: a deterministic check (no judge call)
+        # and a judged metric reading the trajectory
+        Rule(ToolErrorCheck(), target="agent", name=RULE_TOOL_ERRORS, filter=with_tools),
         Rule(
-            ToolErrorCheck(),
+            TaskCompletionMetric(threshold=0.7, model=judge),
             target="agent",
-            name=RULE_TOOL_ERRORS,
-            filter={"trajectory": {"min_tool_calls": 1}},
+            name=RULE_TASK,
+            filter=with_tools,
         ),
     ]
 
@@ -109,6 +116,9 @@ def run_demo(
         console.print(f"traced {turns} agent turns; {exporter.written} spans stored")
 
         emitter = _emitter(otlp_endpoint)
+        # the two trajectory rules refuse the turns without a tool call on purpose: the
+        # planner's warning about a rule whose filter refused a whole trace is not news here
+        logging.getLogger("spanjudge.planner").addFilter(_filtered_on_purpose)
         monitor = Monitor(
             _rules(judge),
             store=store,
@@ -146,11 +156,19 @@ def run_demo(
             console.print(f"[red]failed:[/] {failure}")
         return 1 if failures else 0
     finally:
+        logging.getLogger("spanjudge.planner").removeFilter(_filtered_on_purpose)
         if server is not None:
             server.stop()
         exporter.shutdown()
         store.close()
         tmp.cleanup()
+
+
+def _filtered_on_purpose(record: logging.LogRecord) -> bool:
+    """Drop the planner's warning that a trajectory rule's filter refused a whole trace."""
+    message = record.getMessage()
+    ours = any(message.startswith(f"rule {name} ") for name in (RULE_TOOL_ERRORS, RULE_TASK))
+    return not (ours and "by its filter" in message)
 
 
 def _evaluate_all(monitor: Any, store: Any, patience: float = 1800.0) -> int:
@@ -246,7 +264,13 @@ def _print_results(console: Console, results: list[Any]) -> None:
     table = Table(title="spanjudge demo: scores written into the traces", show_lines=False)
     for column in ("trace", "target", "metric", "score", "result", "reason"):
         table.add_column(column, overflow="fold")
-    order = {"faithfulness": 0, "bias": 1, "topic_adherence": 2, "tool_errors": 3}
+    order = {
+        "faithfulness": 0,
+        "bias": 1,
+        "topic_adherence": 2,
+        "tool_errors": 3,
+        "task_completion": 4,
+    }
     for r in sorted(results, key=lambda r: (order.get(r.metric, 9), r.trace_id or "")):
         if r.status == "scored":
             score, result = f"{r.score:.2f}", "[green]pass[/]" if r.success else "[red]fail[/]"

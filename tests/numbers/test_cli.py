@@ -54,6 +54,7 @@ def test_summary_of_the_demo_store_has_intervals_per_rule(demo_store: str) -> No
         "faithfulness-llm",
         "topic_adherence-conversation",
         "tool_errors-agent",
+        "task_completion-agent",
     }
     faith = rows["faithfulness-llm"]
     assert (faith["scored"], faith["verdicts"], faith["segment"]) == (8, 8, "all")

@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "support"  # the app's Phoenix project; the worker joins it by a resource attribute
-# the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation, 2 turns that called a tool
-EVALUATIONS = 19
+# the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation, 2 rules on the 2 turns that
+# called a tool
+EVALUATIONS = 21
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,7 @@ def test_demo_scores_the_three_planted_faults_and_sends_everything_to_the_backen
         assert any("topic_adherence" in r and "fail" in r for r in rows)
         # the agent turn whose refund tool failed while its answer reads well
         assert any("tool_errors" in r and "fail" in r for r in rows)
+        assert any("task_completion" in r and "fail" in r for r in rows)
         assert "refund" in text and "RefundError" in text
         spans = sink.wait_for(
             lambda s: (
@@ -54,11 +55,13 @@ def test_demo_scores_the_three_planted_faults_and_sends_everything_to_the_backen
         )
     app_spans = {s.span_id for s in spans if not s.name.startswith("evaluation ")}
     evaluations = [s for s in spans if s.name.startswith("evaluation ")]
-    assert len(evaluations) == 19
+    assert len(evaluations) == 21
     assert all(e.parent_span_id in app_spans for e in evaluations)  # in the app's own traces
     # the check's verdict sits in the trace, under the agent turn, naming the failed step
     checks = [e for e in evaluations if e.name == "evaluation tool_errors"]
-    assert len(checks) == 2  # the two turns that called a tool: the filter on the trajectory
+    # the two turns that called a tool: the filter on the trajectory
+    assert len(checks) == len([e for e in evaluations if e.name == "evaluation task_completion"])
+    assert len(checks) == 2
     [failed] = [e for e in checks if e.attributes.get(attrs.GEN_AI_EVALUATION_SCORE_VALUE) == 0.0]
     by_id = {s.span_id: s for s in spans}
     assert by_id[failed.parent_span_id].name.startswith("invoke_agent")
