@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from functools import lru_cache
 
 __all__ = [
@@ -52,6 +53,7 @@ DEFAULT_PRECISION = 4  # the Collector's probabilistic_sampler default (sampling
 _HEX_BITS = 4
 _HEX = frozenset("0123456789abcdef")
 _MASK56 = MAX_ADJUSTED_COUNT - 1
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{16}")
 
 
 def _round_half_away(x: float) -> int:
@@ -216,12 +218,11 @@ def randomness_of(trace_id: str, tracestate: str | None = None) -> int:
         >>> hex(randomness_of("4bf92f3577b34da6a3ce929d0e0e4736", "ot=th:8;rv:0123456789abcd"))
         '0x123456789abcd'
     """
-    rv = explicit_randomness(tracestate)
-    if rv is not None:
-        return rv
-    if not isinstance(trace_id, str) or len(trace_id) not in (16, 32):
-        raise ValueError(f"trace_id must be 32 hex digits, got {trace_id!r}")
-    if not set(trace_id.lower()) <= _HEX:
+    if tracestate:
+        rv = explicit_randomness(tracestate)
+        if rv is not None:
+            return rv
+    if not isinstance(trace_id, str) or _TRACE_ID.fullmatch(trace_id) is None:
         raise ValueError(f"trace_id must be 32 hex digits, got {trace_id!r}")
     value = int(trace_id, 16)
     if value == 0:
