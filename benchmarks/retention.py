@@ -24,6 +24,7 @@ at 100,000. Prints JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from spanjudge.exporters.store.items import StoreError
 from spanjudge.exporters.store.partitions import DAY_NS, DAY_SECONDS, Partitions, arrival_day
 from spanjudge.exporters.store.postgres import PostgresStore
 from spanjudge.exporters.store.spans import SpanQueries
@@ -137,11 +139,21 @@ class Probe:
             size = _bytes(cur)
         return time.perf_counter(), wal, size, _cpu_seconds(self.pid)
 
+    def checkpoint(self) -> None:
+        """Start each pass from a checkpoint, so both pay the full-page writes a first change
+        to a page after one costs (needs a superuser or pg_checkpoint; skipped otherwise)."""
+        with contextlib.suppress(StoreError), self.store.transaction() as cur:
+            cur.execute("CHECKPOINT")
+
     def measure(self, run: Any) -> dict[str, Any]:
-        t0, wal0, size0, cpu0 = self.read()
+        self.checkpoint()
+        load = round(os.getloadavg()[0], 2)
+        _, wal0, size0, cpu0 = self.read()
+        t0 = time.perf_counter()
         removed = run()
         t1, wal1, size1, cpu1 = self.read()
         return {
+            "load_average_1m": load,  # other jobs on the machine slow every figure
             "seconds": round(t1 - t0, 4),
             "spans_removed": removed,
             "bytes_before": size0,
