@@ -204,6 +204,24 @@ def store_figures(kind: str, target: str) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------- one run
+def wait_ready(worker: Worker, timeout: float = 240.0) -> None:
+    """Until /readyz answers 200 (a worker starting on a loaded machine can take a minute:
+    worker.py's 30 s are not enough there); the log's tail when it died or never did."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and worker.proc.poll() is None:
+        try:
+            if httpx.get(worker.url + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    worker.log.flush()
+    tail = Path(worker.log.name).read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"worker not ready (exit {worker.proc.poll()}):\n{tail}")
+
+
 def one_run(kind: str, rate: float, args: Any, tmp: Path, judge: Any, n: int) -> dict[str, Any]:
     config: dict[str, Any] = {
         "judge_model": "openai/scripted-judge",
@@ -230,7 +248,7 @@ def one_run(kind: str, rate: float, args: Any, tmp: Path, judge: Any, n: int) ->
         config.update(store_url=PG_URL, store_schema=schema)
     worker = Worker(config, tmp, f"ingest-{kind}-{n}")
     try:
-        worker.wait_ready()
+        wait_ready(worker)
         before = store_figures(kind, target)
         backends = backends_of(worker.proc.pid) if schema else set()
         aux = postgres_aux() if schema else []
@@ -311,6 +329,8 @@ def model(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
     for kind in sorted({r["store"] for r in runs}):
         mine = [r for r in runs if r["store"] == kind]
+        if len({r["rate"] for r in mine}) < 2:
+            continue  # one rate: nothing to fit
         figures = {"worker": "worker_cpu_us_per_span"}
         if kind == "postgres":
             figures["database"] = "postgres_backend_cpu_us_per_span"
@@ -375,7 +395,10 @@ def main() -> None:
                 for kind in args.stores.split(","):
                     for rate in rates:  # the rates side by side, so the machine's load hits all
                         n += 1
-                        runs.append(one_run(kind, rate, args, tmp, judge, n))
+                        try:
+                            runs.append(one_run(kind, rate, args, tmp, judge, n))
+                        except Exception as exc:  # reported, and the other runs still count
+                            runs.append({"store": kind, "rate": rate, "error": str(exc)[-1500:]})
     finally:
         judge.stop()
     print(
@@ -384,8 +407,8 @@ def main() -> None:
                 "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
                 "goal": GOAL,
                 "runs": runs,
-                "speedup_over_100pct": speedups(runs),
-                "model": model(runs),
+                "speedup_over_100pct": speedups([r for r in runs if "error" not in r]),
+                "model": model([r for r in runs if "error" not in r]),
             },
             indent=2,
         )
