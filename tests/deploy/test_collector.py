@@ -247,3 +247,11 @@ def test_percentages_give_the_collector_the_rules_threshold() -> None:
         assert collector_threshold(text) <= want, rate
         inexact += collector_threshold(text) != want
     assert inexact < 10  # only rates within ~1e-7 of 100% miss, by a hair
+
+
+def test_no_rules_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text("interval_seconds = 5\n")
+    run = collector_config("--config", str(path))
+    assert run.exit_code == 2
+    assert "no rules configured" in run.output + (getattr(run, "stderr", "") or "")
