@@ -8,6 +8,8 @@ multi-turn conversations) with a fixed judge latency and judge concurrency, then
 - actual calls vs a naive pipeline (every step called, no truth cache, no skip of empty steps)
   and vs a per-item pipeline (one verdict call per claim / opinion as well);
 - cases per second vs the bound ``concurrency / (calls per case x latency)``;
+- "agents" (:mod:`_judge_cost_agents`): judge calls and tokens per agentic evaluation, our
+  built-in agent metrics vs deepeval's own (through the bridge) on the recorded agent turns;
 - "backfill twice": the single-turn cases stored as traces and backfilled by the online loop,
   then backfilled again under renamed rules (new jobs, same questions): with the judge-result
   cache the second pass makes no judge call (a third pass with the cache off for comparison).
@@ -49,6 +51,11 @@ from spanjudge.evaluators import (
 from spanjudge.evaluators.judges import LiteLLMJudge
 from spanjudge.evaluators.metrics.faithfulness import truth_cache
 from spanjudge.evaluators.metrics.geval_steps import steps_cache
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _judge_cost_agents import FRAMEWORKS, run_agents
+
+SMOKE_FRAMEWORKS = ("strands",)
 
 OPINION_MARK = "I think"
 CLAIMS = ["The plan costs 10 dollars a month.", "The plan includes support."]
@@ -662,6 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.latency, args.concurrency, args.repeat, args.transport)
     report["geval"] = run_geval(args.latency, args.concurrency, args.repeat)
     report["backfill_twice"] = run_backfill_twice(args.latency, args.concurrency)
+    report["agents"] = run_agents(args.concurrency, SMOKE_FRAMEWORKS if args.smoke else FRAMEWORKS)
     print(json.dumps(report, indent=2))
     return 0
 
