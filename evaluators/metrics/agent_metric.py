@@ -59,6 +59,8 @@ class AgentMetric(BaseMetric):
 
     required_fields: ClassVar[tuple[str, ...]] = ("input", "trajectory")
     targets: ClassVar[tuple[str, ...]] = AGENT_TARGETS
+    reads_trajectory: ClassVar[bool] = True
+    """The judge-result cache keys these metrics by the trajectory too."""
     """Rule targets this metric may run on; a settings rule with another target is an error."""
     default_template: ClassVar[type[Any]]
 

@@ -81,6 +81,7 @@ class GoalAccuracyMetric(BaseMetric):
     conversational = True
     required_fields = ("turns",)
     targets: ClassVar[tuple[str, ...]] = ("conversation",)
+    reads_trajectory: ClassVar[bool] = True  # the judge-result cache keys turns' trajectories
 
     def __init__(
         self,

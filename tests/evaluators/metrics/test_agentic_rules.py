@@ -128,3 +128,22 @@ def test_a_recorded_agent_turn_is_scored_from_its_trajectory(
     first_tool = case.trajectory.tool_calls[0]
     assert f"[step {first_tool.index}] tool_call {first_tool.name}" in prompt
     assert "Steps that lowered the score: step 1 (" in (rule.metric.reason or "")
+
+
+def test_the_judge_cache_keys_agent_metrics_by_the_trajectory() -> None:
+    from spanjudge.evaluators.online.loop.result_cache import cache_key
+    from tests.evaluators.metrics.agentic_support import case_of, support_trajectory
+
+    metric = metrics.TaskCompletionMetric(model="openai/scripted-judge")
+    failing, fixed = support_trajectory(), support_trajectory()
+    fixed.steps[3].error = None
+    assert cache_key(metric, case_of(failing)) != cache_key(metric, case_of(fixed))
+    # the same steps read from another trace share the entry: ids are provenance
+    moved = support_trajectory()
+    moved.trace_id, moved.span_id = "other-trace", "other-span"
+    for step in moved.steps:
+        step.span_id = "x" + step.span_id
+    assert cache_key(metric, case_of(moved)) == cache_key(metric, case_of(failing))
+    # a metric that does not read the trajectory keeps its key
+    bias = metrics.BiasMetric(model="openai/scripted-judge")
+    assert cache_key(bias, case_of(failing)) == cache_key(bias, case_of(fixed))
