@@ -59,6 +59,24 @@ def test_spec_table_thresholds(probability: float, expected: tuple[str, str, str
     assert got == expected
 
 
+# SPEC 1-in-N table, "Actual probability" at precision 4
+SPEC_ACTUAL_P4 = [
+    (1 / 3, 0.3333282470703125),
+    (0.2, 0.1999969482421875),
+    (0.1, 0.100006103515625),
+    (0.01, 0.010000228881835938),
+    (0.001, 0.0009999871253967285),
+    (0.0001, 0.00010000169277191162),
+    (0.00001, 1.00000761449337e-05),
+    (0.000001, 1.00000761449337e-06),
+]
+
+
+@pytest.mark.parametrize(("probability", "actual"), SPEC_ACTUAL_P4)
+def test_spec_table_actual_probabilities(probability: float, actual: float) -> None:
+    assert probability_of(threshold_for(probability)) == pytest.approx(actual, rel=1e-14)
+
+
 def test_spec_one_percent_example() -> None:
     # "(1-0.01) * 2^56 ≈ 71337018784743424 = 0xfd70a400000000", encoded "ot=th:fd70a4"
     assert threshold_for(0.01, precision=5) == 71337018784743424 == 0xFD70A400000000
