@@ -222,6 +222,12 @@ def render(
         "      receivers: [otlp]",
         f"      processors: [{', '.join(processors)}]",
         "      exporters: [loadbalancing/spanjudge]",
+        "",
+        "# Each group's Collector (one per hostname above), in short; a group's workers share",
+        "# its store, and the otlphttp exporter retries on the worker's 503 + Retry-After:",
+        "#   receivers: {otlp: {protocols: {grpc: {endpoint: 0.0.0.0:4317}}}}",
+        "#   exporters: {otlphttp/spanjudge: {endpoint: http://<its worker>:4318}}",
+        "#   service: {pipelines: {traces: {receivers: [otlp], exporters: [otlphttp/spanjudge]}}}",
     ]
     return "\n".join(lines) + "\n"
 
