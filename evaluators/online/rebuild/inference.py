@@ -91,9 +91,10 @@ def inferred_turns(tree: SpanTree) -> dict[Key, str]:
 def _handing_agents(
     tree: SpanTree, spans: list[SpanRecord], kinds: list[ViewKind | None]
 ) -> dict[Key, str]:
-    """The parent of two top-most agent spans (no agent above them) when the earlier one
-    names the later one in its subtree (a span's name ends with its name, or a tool argument
-    is its name): control passed between them, so the turn is the span around both."""
+    """The parent of two top-most agent spans (no agent above them), one after the other,
+    when the earlier one names the later one in its subtree (a span's name ends with its name,
+    or a tool argument is its name): control passed between them, so the turn is the span
+    around both."""
     agents = {key(s) for s, k in zip(spans, kinds, strict=True) if k == "agent"}
     top = sorted(
         (
@@ -106,15 +107,17 @@ def _handing_agents(
     if len(top) < 2:
         return {}
     turns: dict[Key, str] = {}
-    for i, later in enumerate(top):
+    # each agent against the one that acted just before it beside it: a chain of hand-offs is
+    # found pair by pair, and a trace of many turns side by side is read once, not pairwise
+    last: dict[str | None, SpanRecord] = {}
+    for later in top:
         parent = tree.parent(later)
-        if parent is None or key(parent) in turns:
+        earlier = last.get(later.parent_span_id)
+        last[later.parent_span_id] = later
+        if parent is None or earlier is None or key(parent) in turns:
             continue
-        name = _agent_name(later)
-        for earlier in top[:i]:
-            if earlier.parent_span_id == later.parent_span_id and _names(tree, earlier, name):
-                turns[key(parent)] = HANDOFF_TURN_RULE
-                break
+        if _names(tree, earlier, _agent_name(later)):
+            turns[key(parent)] = HANDOFF_TURN_RULE
     return turns
 
 

@@ -274,7 +274,7 @@ def _fill(
             step = _step(tree, span, len(found.steps), as_tool)
             if step is not None:
                 step.agent = owner_of(tree, span, owners, links.delegations)
-                links.relate(tree, scope, span, step)
+                links.relate(tree, span, step)
         except Exception as exc:  # an unforeseen value: the step is left out, and said so
             if len(found.notes) < MAX_ERRORS:
                 found.notes.append(f"span {span.span_id} not read: {type(exc).__name__}: {exc}")

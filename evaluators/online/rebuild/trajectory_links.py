@@ -110,18 +110,33 @@ def requested_arguments(arguments: Any, request: ToolRequest | None) -> Any:
 
 
 # ====================================================================== hand-offs
-def known_agents(tree: SpanTree, spans: list[SpanRecord]) -> dict[str, str]:
-    """The agents of ``spans`` by normalised name: agent spans that stand for an agent (kept,
-    or a wrapper of a span of the same name), not steps folded into an agent's turn."""
-    out: dict[str, str] = {}
+@dataclass(slots=True)
+class Agents:
+    """The agents of a trajectory's spans by normalised name (agent spans that stand for an
+    agent: kept, or a wrapper of a span of the same name; not steps folded into a turn), and
+    when each last started."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    last_start: dict[str, int] = field(default_factory=dict)
+
+    def acts_after(self, agent: str, span: SpanRecord) -> bool:
+        """Whether an agent span named ``agent`` starts at or after ``span``."""
+        return self.last_start.get(norm(agent), -1) >= span.start_time_unix_nano
+
+
+def known_agents(tree: SpanTree, spans: list[SpanRecord]) -> Agents:
+    """The :class:`Agents` of ``spans``."""
+    out = Agents()
     for span in spans:
         if tree.kind(span) != "agent":
             continue
         name = read_span(span).agent_name or span.name
+        key = norm(name)
+        out.last_start[key] = max(out.last_start.get(key, -1), span.start_time_unix_nano)
         kept = tree.collapsed_into(span)
-        if kept is not None and norm(read_span(kept).agent_name or kept.name) != norm(name):
+        if kept is not None and norm(read_span(kept).agent_name or kept.name) != key:
             continue
-        out.setdefault(norm(name), name)
+        out.names.setdefault(key, name)
     return out
 
 
@@ -159,32 +174,15 @@ def runs_model(tree: SpanTree, span: SpanRecord) -> bool:
     return any(tree.kind(s) == "llm" for s in tree.subtree(span))
 
 
-def acts_after(tree: SpanTree, scope: list[SpanRecord], span: SpanRecord, agent: str) -> bool:
-    """Whether an agent span named ``agent`` starts at or after ``span`` in ``scope``."""
-    wanted = norm(agent)
-    return any(
-        s.start_time_unix_nano >= span.start_time_unix_nano
-        and tree.kind(s) == "agent"
-        and norm(read_span(s).agent_name or s.name) == wanted
-        for s in scope
-    )
-
-
 def handoff_target(
-    tree: SpanTree,
-    scope: list[SpanRecord],
-    span: SpanRecord,
-    name: str,
-    arguments: Any,
-    agents: dict[str, str],
-    caller: str | None,
+    tree: SpanTree, span: SpanRecord, name: str, arguments: Any, agents: Agents, caller: str | None
 ) -> tuple[bool, str | None]:
     """``(is a hand-off, the agent handed to)`` for the tool call ``span`` (see the module
     docstring); the agent may be unknown on a delegation that names none."""
-    named = named_agent(name, arguments, agents, caller)
+    named = named_agent(name, arguments, agents.names, caller)
     if runs_model(tree, span):
         return True, named or one_word_argument(arguments) or transfer_target(name)
-    if named is not None and acts_after(tree, scope, span, named):
+    if named is not None and agents.acts_after(named, span):
         return True, named
     return False, None
 
@@ -196,12 +194,12 @@ class Links:
     scope, the requests not yet answered, the agents handed to (normalised), and the tool
     spans that run another agent (span id -> that agent)."""
 
-    agents: dict[str, str]
+    agents: Agents
     requests: Requests = field(default_factory=Requests)
     handed: set[str] = field(default_factory=set)
     delegations: dict[str, str | None] = field(default_factory=dict)
 
-    def relate(self, tree: SpanTree, scope: list[SpanRecord], span: SpanRecord, step: Step) -> None:
+    def relate(self, tree: SpanTree, span: SpanRecord, step: Step) -> None:
         """Pair ``step`` with what came before it (see the module docstring); a tool call that
         hands off becomes a ``handoff`` step."""
         if step.kind == "model_call":
@@ -213,7 +211,7 @@ class Links:
                 step.name = request.name
             step.arguments = bounded(requested_arguments(step.arguments, request))
             handoff, target = handoff_target(
-                tree, scope, span, step.name, step.arguments, self.agents, step.agent
+                tree, span, step.name, step.arguments, self.agents, step.agent
             )
             if not handoff and transfer_target(step.name) is not None:
                 handoff, target = True, transfer_target(step.name)

@@ -186,3 +186,23 @@ def test_a_requested_tool_marked_as_an_agent_is_read_as_that_tool() -> None:
         ("model_call", "gpt-4o-mini"),
     ]
     assert trajectory.tool_calls[0].arguments == {}
+
+
+def test_many_turns_of_one_agent_side_by_side_stay_turns() -> None:
+    """A conversation traced as one trace: the same agent answering turn after turn hands off
+    to no one, however many turns there are."""
+    t = Trace()
+    root = t.span("session")
+    turns = []
+    for n in range(300):
+        turn = t.agent("front-desk", user=f"Question {n}?", answer=f"Answer {n}.", parent=root)
+        requesting(t, turn, "lookup", {"agent": "front-desk", "n": n})
+        t.tool("lookup", {"agent": "front-desk", "n": n}, "found", parent=turn)
+        t.llm(parent=turn, answer=f"Answer {n}.")
+        turns.append(turn)
+    tree = SpanTree(t.spans)
+    assert tree.how_kind(root) is None
+    assert [x.span for x in find_targets(AGENT_RULE, t.spans)] == turns
+    assert [s.kind for s in trajectory_of(tree, turns[-1]).steps] == [
+        "model_call", "tool_call", "model_call"
+    ]  # fmt: skip
