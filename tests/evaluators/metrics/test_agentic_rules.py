@@ -147,3 +147,10 @@ def test_the_judge_cache_keys_agent_metrics_by_the_trajectory() -> None:
     # a metric that does not read the trajectory keeps its key
     bias = metrics.BiasMetric(model="openai/scripted-judge")
     assert cache_key(bias, case_of(failing)) == cache_key(bias, case_of(fixed))
+
+
+@pytest.mark.parametrize(("name", "cls"), TRACE_LEVEL)
+def test_a_python_rule_refuses_an_agent_metric_on_an_llm_span(name: str, cls: Any) -> None:
+    with pytest.raises(ValueError, match=r"Rule\.target: metric .* 'agent' or 'trace', got 'llm'"):
+        Rule(cls(model="openai/scripted-judge"), target="llm")
+    assert Rule(cls(model="openai/scripted-judge"), target="trace").target == "trace"
