@@ -24,9 +24,20 @@ verdicts per segment at a pass rate of one half, ``rho = I* / x`` where ``x`` so
 ``x = c + log(1 + x)``, ``c = -2 log alpha`` (setting the boundary's derivative in ``rho`` to
 zero at ``I*``; Howard et al. 2021, section 3.5, choose the mixture the same way).
 
+Each side's variance is the larger of its plug-in (linearised) variance and its variance under
+"no difference": ``p0 (1 - p0) / n_kish`` for the pass rate, ``p0`` the two rates pooled by their
+Kish effective sizes (the variance of the pooled two-proportion score test), and for the mean
+score the spread of both sides' scores about their pooled mean, pooled the same way (on pass/fail
+scores the two agree). The plug-in variance alone is too small exactly when a small candidate
+happens to sit at an extreme (39 passes of 39 against a baseline at 0.92): where the test is
+about to reject "no difference", it is judged with the variance that hypothesis implies. Under
+every other effect the interval is at least as wide as the plug-in confidence sequence, which is
+valid for any true effect, so it keeps its coverage.
+
 Assumptions: within each segment, results are independent draws (weighted as in
 :mod:`.estimates`) with a common mean while the comparison runs; the variances are estimated
-consistently; validity is asymptotic (hence :data:`MIN_VERDICTS` per side before a decision).
+consistently; validity is asymptotic (hence :data:`MIN_VERDICTS` per side before a decision), and
+the null-variance floor is what makes it hold from a few tens of verdicts.
 Each rule x measure x pair of segments is its own test: across many rules, expect ``alpha`` false
 alarms per test over its whole life, not per day.
 
@@ -108,6 +119,7 @@ class Effect:
     e_value: float | None
     decision: str
     alpha: float
+    variance: float | None = None  # of the difference, as the decision used it
 
 
 def _decide(
@@ -126,7 +138,11 @@ def _decide(
     if e_value >= 1 / alpha:
         decision = WORSE if difference < 0 else BETTER
     interval = Estimate(difference, max(-1.0, difference - half), min(1.0, difference + half))
-    return Effect(measure, base, cand, interval, e_value, decision, alpha)
+    return Effect(measure, base, cand, interval, e_value, decision, alpha, variance)
+
+
+def _kish(weight: float, weight2: float) -> float:
+    return weight * weight / weight2 if weight2 > 0 else 0.0
 
 
 def _rate_variance(s: SegmentSums) -> tuple[Estimate, float]:
@@ -138,23 +154,60 @@ def _rate_variance(s: SegmentSums) -> tuple[Estimate, float]:
     return rate, shrunk * (1 - shrunk) / n_eff
 
 
+def _pooled(values: tuple[float, float], sizes: tuple[float, float]) -> float:
+    return (values[0] * sizes[0] + values[1] * sizes[1]) / (sizes[0] + sizes[1])
+
+
 def compare_pass_rate(
     baseline: SegmentSums, candidate: SegmentSums, *, alpha: float = 0.05
 ) -> Effect:
-    """The pass-rate effect of ``candidate`` against ``baseline``."""
+    """The pass-rate effect of ``candidate`` against ``baseline``.
+
+    Each side's variance is the larger of its own (plug-in) variance and the variance it has
+    under "no difference": ``p0 (1 - p0) / n_kish``, ``p0`` the two pass rates pooled by their
+    effective sizes. At a few tens of verdicts a run of passes makes the plug-in variance far
+    too small (and the test far too eager); the null variance does not shrink with it."""
     base, base_var = _rate_variance(baseline)
     cand, cand_var = _rate_variance(candidate)
     enough = min(baseline.verdicts, candidate.verdicts) >= MIN_VERDICTS
+    if enough and base.value is not None and cand.value is not None:
+        sizes = (
+            _kish(baseline.pass_weight, baseline.pass_weight2),
+            _kish(candidate.pass_weight, candidate.pass_weight2),
+        )
+        p0 = _pooled((base.value, cand.value), sizes)
+        base_var = max(base_var, p0 * (1 - p0) / sizes[0])
+        cand_var = max(cand_var, p0 * (1 - p0) / sizes[1])
     return _decide("pass_rate", base, cand, (base_var, cand_var), enough, alpha)
+
+
+def _spread_about(s: SegmentSums, centre: float) -> float:
+    """The weighted variance of ``s``'s scores about ``centre`` (weights ``w^2``, as the
+    linearised variance weighs them)."""
+    spread = s.score_sq_w2 - 2 * centre * s.score_sum_w2 + centre * centre * s.score_weight2
+    return max(spread, 0.0) / s.score_weight2
 
 
 def compare_mean_score(
     baseline: SegmentSums, candidate: SegmentSums, *, alpha: float = 0.05
 ) -> Effect:
-    """The mean-score effect of ``candidate`` against ``baseline``."""
+    """The mean-score effect of ``candidate`` against ``baseline``.
+
+    As for the pass rate, each side's variance is at least its variance under "no
+    difference": the score spread of both sides about their pooled mean ``m0``, pooled by
+    effective sizes, over the side's ``n_kish``."""
     base, base_var = mean_interval(baseline)
     cand, cand_var = mean_interval(candidate)
     enough = min(baseline.scores, candidate.scores) >= MIN_VERDICTS
+    if enough and base.value is not None and cand.value is not None:
+        sizes = (
+            _kish(baseline.score_weight, baseline.score_weight2),
+            _kish(candidate.score_weight, candidate.score_weight2),
+        )
+        m0 = _pooled((base.value, cand.value), sizes)
+        spread0 = _pooled((_spread_about(baseline, m0), _spread_about(candidate, m0)), sizes)
+        base_var = max(base_var, spread0 / sizes[0])
+        cand_var = max(cand_var, spread0 / sizes[1])
     return _decide("mean_score", base, cand, (base_var, cand_var), enough, alpha)
 
 
