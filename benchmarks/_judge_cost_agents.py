@@ -5,7 +5,7 @@ trajectory), on the same cases, both judged by the same scripted loopback judge.
 
 Cases: every agent turn of the recorded agent frameworks (tests/interop/fixtures/agents: two
 tools, a hand-off, a tool error, a loop, an unfinished task), rebuilt as the worker rebuilds
-them (the turns that called a tool for Tool Correctness, see :func:`metric_pairs`); for Goal
+them (for Tool Correctness the ones with tools offered, see :func:`metric_pairs`); for Goal
 Accuracy each framework's turns as one conversation. The scripted judge answers whatever schema
 it is sent with a fixed judgement (scores 0.75, verdicts "yes", no plan found, no step blamed),
 so the counts measure the metrics' prompts and call plans, not the judge.
@@ -65,6 +65,11 @@ def with_expected_tools(case: LLMTestCase) -> LLMTestCase:
     return case.model_copy(update={"expected_tools": called})
 
 
+def _offered(case: LLMTestCase) -> bool:
+    """Whether the turn called a tool and its spans show the tools the model was offered."""
+    return bool(case.tools_called) and bool(case.trajectory and case.trajectory.tools_available)
+
+
 def conversation_of(cases: list[LLMTestCase], name: str) -> ConversationalTestCase:
     turns: list[Turn] = []
     for case in cases:
@@ -118,7 +123,8 @@ def answer(request: Any) -> dict[str, Any]:
 def metric_pairs(judge: Any, model: Any) -> list[tuple[str, str, str, Any, Any]]:
     """(name, our cases, deepeval's cases, ours, deepeval's) for every agentic metric in both.
 
-    Tool Correctness compares the judged tool selection: ours referenceless on each turn (each
+    Tool Correctness compares the judged tool selection, on the turns that called a tool and
+    whose spans show the tools offered (pydantic-ai's and Strands'): ours referenceless (each
     call judged among the tools offered), deepeval's with the turn's own calls as the expected
     tools (so its deterministic part is 1) and the offered tools read from the spans (the
     bridge's default when the metric was given none), its one selection call."""
@@ -189,8 +195,8 @@ def run_agents(concurrency: int, frameworks: tuple[str, ...] = FRAMEWORKS) -> di
     turns = [c for cases in by_framework.values() for c in cases]
     kinds = {
         "turn": turns,
-        "with_tools": [c for c in turns if c.tools_called],
-        "expected": [with_expected_tools(c) for c in turns if c.tools_called],
+        "with_tools": [c for c in turns if _offered(c)],
+        "expected": [with_expected_tools(c) for c in turns if _offered(c)],
         "conversation": [conversation_of(c, f) for f, c in by_framework.items() if c],
     }
     per_metric: dict[str, Any] = {}
