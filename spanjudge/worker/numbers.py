@@ -1,7 +1,8 @@
 """The worker's numbers: interval gauges per rule x segment and a continuous regression check.
 
-At most once per ``interval_refresh_seconds`` (on a Prometheus scrape), the worker sums the store's
-results (one grouped query per key, ``summary_sums``) and publishes:
+At most once per ``interval_refresh_seconds``, on a Prometheus scrape or on the worker's own
+periodic check (:meth:`NumbersWatch.start`: the regression WARNING does not wait for a scrape),
+the worker sums the store's results (one grouped query per key, ``summary_sums``) and publishes:
 
 * ``spanjudge_segment_pass_rate{rule, metric, segment_key, segment, bound}`` and
   ``spanjudge_segment_mean_score{...}``, ``bound`` = ``estimate`` | ``low`` | ``high`` (95%):
@@ -132,6 +133,8 @@ class NumbersWatch:
         self._lock = threading.Lock()
         self._state: tuple[float, dict[str, Rows]] | None = None
         self._worse: set[tuple[str, ...]] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         meter = meter_provider.get_meter(METER_NAME)  # the scope of every spanjudge metric
         for name, description in (
             (PASS_RATE, "Pass rate per rule x segment with its 95% interval (bound label)"),
@@ -154,6 +157,36 @@ class NumbersWatch:
             return [Observation(value, labels) for value, labels in rows]
 
         return observe
+
+    def check(self) -> None:
+        """Recompute when due, as a scrape would: a candidate that became worse is logged
+        even when nothing scrapes the metrics. Never raises (a store hiccup is retried at the
+        next check)."""
+        try:
+            self.rows()
+        except Exception:
+            logger.warning("numbers check failed; the next one retries", exc_info=True)
+
+    def start(self) -> None:
+        """Run :meth:`check` now and every ``interval_refresh_seconds`` in a daemon thread,
+        when a regression baseline is set (the interval gauges alone wait for scrapes)."""
+        if self._thread is not None or not self.config.regression_key:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="spanjudge-numbers", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the periodic check (a check under way finishes)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.check()
+            self._stop.wait(self.config.interval_refresh_seconds)
 
     def rows(self) -> dict[str, Rows]:
         """Every gauge's (value, labels) rows, recomputed at most once per refresh."""
