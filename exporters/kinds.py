@@ -51,6 +51,15 @@ MetricName = Literal[
     "tool_errors",
     "repeated_tool_calls",
     "step_limit",
+    # judged metrics of an agent's trajectory (targets agent and trace; goal_accuracy:
+    # conversation)
+    "task_completion",
+    "tool_correctness",
+    "argument_correctness",
+    "step_efficiency",
+    "plan_adherence",
+    "plan_quality",
+    "goal_accuracy",
 ]
 METRIC_NAMES: Final[tuple[MetricName, ...]] = get_args(MetricName)
 # The built-in metrics whose results carry that very name; a G-Eval result carries the name its

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,6 +62,12 @@ class RuleConfig(BaseModel):
     allocate_by: str = Field(default="service", description="The segment key targets spread over.")
     risk_sample_rate: float = Field(
         default=1.0, ge=0.0, le=1.0, description="Under a target: least rate of a risky target."
+    )
+    sample_by: Literal["target", "trace", "conversation"] = Field(
+        default="target",
+        description="What the sample decision is keyed on: target (a hash per rule), trace "
+        "(OpenTelemetry consistent sampling, as a Collector or SDK sampler decides) or "
+        "conversation (whole conversations).",
     )
     build_case: str | None = Field(
         default=None,

@@ -97,6 +97,14 @@ def metric_class(config: RuleConfig) -> Any:
         "tool_errors": metrics.ToolErrorCheck,
         "repeated_tool_calls": metrics.RepeatedCallCheck,
         "step_limit": metrics.StepLimitCheck,
+        # judged metrics of an agent's trajectory
+        "task_completion": metrics.TaskCompletionMetric,
+        "tool_correctness": metrics.ToolCorrectnessMetric,
+        "argument_correctness": metrics.ArgumentCorrectnessMetric,
+        "step_efficiency": metrics.StepEfficiencyMetric,
+        "plan_adherence": metrics.PlanAdherenceMetric,
+        "plan_quality": metrics.PlanQualityMetric,
+        "goal_accuracy": metrics.GoalAccuracyMetric,
     }
     return classes[config.metric]
 
@@ -152,6 +160,7 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
             target_half_width=config.target_half_width,
             allocate_by=config.allocate_by,
             risk_sample_rate=config.risk_sample_rate,
+            sample_by=config.sample_by,
         )
     except ValueError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
         field = _RULE_FIELD.match(str(exc))

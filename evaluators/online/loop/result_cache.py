@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -54,6 +55,8 @@ def cache_key(metric: Any, case: Any) -> str | None:
     if not callable(identify):
         return None
     data = case.model_dump(mode="json", exclude={"name"})
+    if getattr(metric, "reads_trajectory", False):
+        _with_trajectories(case, data)
     return digest(
         {
             "metric": identify(),
@@ -62,6 +65,34 @@ def cache_key(metric: Any, case: Any) -> str | None:
             "case": _content(data),
         }
     )
+
+
+def _with_trajectories(case: Any, data: dict[str, Any]) -> None:
+    """A case's dump leaves its trajectory out (it is not a model field), yet a metric that
+    reads it (``reads_trajectory``: the judged agent metrics) judges it: its content joins the
+    key, so two turns that differ only in what the agent did never share a result."""
+    own = getattr(case, "trajectory", None)
+    if own is not None:
+        data["trajectory"] = _trajectory_content(own)
+    turns = getattr(case, "turns", None) or ()
+    for turn, dumped in zip(turns, data.get("turns") or (), strict=False):
+        trajectory = getattr(turn, "trajectory", None)
+        if trajectory is not None and isinstance(dumped, dict):
+            dumped["trajectory"] = _trajectory_content(trajectory)
+
+
+def _trajectory_content(trajectory: Any) -> Any:
+    as_dict = getattr(trajectory, "as_dict", None)
+    raw = as_dict() if callable(as_dict) else repr(trajectory)
+    # JSON-ready whatever the spans held; the ids are provenance, as for the case
+    content = json.loads(json.dumps(raw, default=str))
+    if isinstance(content, dict):
+        content.pop("trace_id", None)
+        content.pop("span_id", None)
+        for step in content.get("steps") or ():
+            if isinstance(step, dict):
+                step.pop("span_id", None)
+    return content
 
 
 def reuse(record: EvaluationRecord, cached: EvaluationRecord) -> None:

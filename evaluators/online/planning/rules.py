@@ -269,6 +269,12 @@ class Rule:
                 f"Rule.target: metric {metric_name!r} scores single turns; target='conversation' "
                 "needs a conversational metric (e.g. TopicAdherenceMetric)"
             )
+        targets = getattr(self.metric, "targets", None)  # e.g. the judged agent metrics
+        if targets and self.target not in targets:
+            raise ValueError(
+                f"Rule.target: metric {metric_name!r} runs on target "
+                f"{' or '.join(repr(t) for t in targets)}, got {self.target!r}"
+            )
         rate = self.sample_rate
         if (
             isinstance(rate, bool)
