@@ -1,6 +1,6 @@
 """deepeval metrics as spanjudge rules, judged through spanjudge's own engine.
 
-Two pieces, both needing the optional extra ``spanjudge[deepeval]`` (deepeval is imported inside
+Three pieces, all needing the optional extra ``spanjudge[deepeval]`` (deepeval is imported inside
 them, never when ``spanjudge.evaluators`` is imported):
 
 * :func:`as_deepeval_model` turns a spanjudge judge into deepeval's custom-model interface
@@ -8,7 +8,10 @@ them, never when ``spanjudge.evaluators`` is imported):
   repair, concurrency slots and usage accounting;
 * :class:`DeepEvalMetric` gives any deepeval ``BaseMetric`` / ``BaseConversationalMetric`` the
   shape of our metrics. :class:`~spanjudge.evaluators.online.Rule` wraps one automatically, so
-  it runs in the online loop like ours: sampling, budgets, leases, exactly-once delivery.
+  it runs in the online loop like ours: sampling, budgets, leases, exactly-once delivery;
+* :func:`trace_dict` turns the trajectory read from an agent's spans into the trace deepeval's
+  agent metrics read (``TaskCompletionMetric``, ``StepEfficiencyMetric``, the plan metrics);
+  :class:`DeepEvalMetric` gives it to them, so they run on any framework's spans.
 
 Example::
 
@@ -30,6 +33,7 @@ from spanjudge.evaluators.deepeval_bridge.metric import (
     fresh_copy,
 )
 from spanjudge.evaluators.deepeval_bridge.model import TextAnswer, as_deepeval_model, measuring
+from spanjudge.evaluators.deepeval_bridge.trace_dict import trace_dict
 
 __all__ = [
     "NAME_PREFIX",
@@ -41,4 +45,5 @@ __all__ = [
     "fresh_copy",
     "measuring",
     "to_deepeval_case",
+    "trace_dict",
 ]

@@ -34,9 +34,10 @@ Example::
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
+if TYPE_CHECKING:  # read by shape at run time: the online loop imports this package
+    from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
 
 _ROOT_TRACE = "trace"
 _ROOT_AGENT = "agent"
@@ -179,10 +180,14 @@ def fills_tools(metric: Any) -> bool:
     return hasattr(metric, "available_tools") and not getattr(metric, "available_tools", None)
 
 
+def _is_trajectory(value: Any) -> TypeGuard[Trajectory]:
+    return all(hasattr(value, name) for name in ("steps", "tools_available", "notes"))
+
+
 def _trajectories(case: Any) -> list[Trajectory]:
     holders = list(getattr(case, "turns", None) or []) or [case]
     found = [getattr(h, "trajectory", None) for h in holders]
-    return [t for t in found if isinstance(t, Trajectory)]
+    return [t for t in found if _is_trajectory(t)]
 
 
 def has_steps(case: Any) -> bool:
@@ -211,7 +216,7 @@ def prepare(metric: Any, ours: Any, theirs: Any, *, fill_tools: bool) -> None:
     """Give deepeval's case ``theirs`` the trace a trace-based ``metric`` reads (from ``ours``'s
     trajectory), and ``metric`` the offered tools when ``fill_tools``."""
     trajectory = getattr(ours, "trajectory", None)
-    if requires_trace(metric) and isinstance(trajectory, Trajectory):
+    if requires_trace(metric) and _is_trajectory(trajectory):
         theirs._trace_dict = trace_dict(trajectory)
     if fill_tools:
         metric.available_tools = offered_tools(ours) or None
