@@ -317,3 +317,28 @@ def test_a_rule_sampling_by_target_beside_one_by_trace_stores_everything(
         stored = conn.execute("SELECT count(*) FROM spans").fetchone()[0]
     sent = sum(len(ss.spans) for r in traffic for rs in r.resource_spans for ss in rs.scope_spans)
     assert stored == sent
+
+
+def test_the_documented_config_stores_the_traces_its_rules_can_pick(
+    tmp_path: Path, offline_judge: ScriptedJudgeServer, sink: OtlpSink
+) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "worker.md").read_text()
+    section = doc.split("## What the worker stores", 1)[1].split("\n## ", 1)[0]
+    toml = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "worker.toml"
+    path.write_text(toml)
+    settings = load_settings(
+        path,
+        store_url=f"sqlite:///{tmp_path}/doc.db",
+        judge_model="openai/scripted-judge",
+        judge_options={"api_base": offline_judge.base_url, "api_key": "x"},
+        downstream_endpoint=sink.endpoint,
+    )
+    worker = Worker(settings)
+    try:
+        assert worker.keep is not None
+        plan = worker.keep.plan
+        assert (plan.everything, plan.trace_rate, plan.conversation_rate) == (False, 0.02, None)
+        assert worker.keep.max_held_spans == 100_000 and worker.keep.hold_seconds == 60
+    finally:
+        worker.shutdown(10)
