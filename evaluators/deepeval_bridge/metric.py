@@ -159,6 +159,8 @@ class DeepEvalMetric:
             # deepeval's trace-based agent metrics read the trace we build from the trajectory
             self.required_fields += ("trajectory",)
         self.fills_tools = fills_tools(metric)
+        # what the metric is shown depends on the trajectory, so the judge-result cache keys by it
+        self.reads_trajectory = requires_trace(metric) or self.fills_tools
         judge_model = getattr(metric, "model", None)
         self.evaluation_model = str(getattr(metric, "evaluation_model", None) or "")
         self.ours = type(judge_model).__name__ == "SpanjudgeJudgeModel"
@@ -176,6 +178,7 @@ class DeepEvalMetric:
     def clone(self) -> DeepEvalMetric:
         copied = DeepEvalMetric(fresh_copy(self.metric), name=self.name)
         copied.fills_tools = self.fills_tools  # the copy's tools may be the last case's
+        copied.reads_trajectory = self.reads_trajectory
         return copied
 
     def missing_fields(self, test_case: Any) -> list[str]:

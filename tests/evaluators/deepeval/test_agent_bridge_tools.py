@@ -9,8 +9,10 @@ import json
 from typing import Any
 
 from deepeval.metrics import (
+    AnswerRelevancyMetric,
     ArgumentCorrectnessMetric,
     GoalAccuracyMetric,
+    TaskCompletionMetric,
     ToolCorrectnessMetric,
     ToolUseMetric,
 )
@@ -18,6 +20,7 @@ from deepeval.test_case import ToolCall as DeepEvalToolCall
 
 from spanjudge.evaluators import DeepEvalMetric, as_deepeval_model
 from spanjudge.evaluators.online import Rule
+from spanjudge.evaluators.online.loop.result_cache import cache_key
 from spanjudge.evaluators.online.rebuild.cases import default_case
 from spanjudge.evaluators.online.rebuild.targets import Target
 from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
@@ -25,7 +28,13 @@ from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store import SpanStore
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.cache.conftest import Loop
-from tests.evaluators.deepeval.agent_support import TOOL_ERROR, TWO_TOOLS, run_rules, turn_spans
+from tests.evaluators.deepeval.agent_support import (
+    TOOL_ERROR,
+    TWO_TOOLS,
+    agent_case,
+    run_rules,
+    turn_spans,
+)
 from tests.evaluators.online.spans import Trace
 from tests.support.clock import Clock
 
@@ -173,3 +182,22 @@ def test_tool_use_gets_the_offered_tools_from_the_turns(
     assert "Find an order by id." in selection[0]  # the definitions' descriptions came along
     # deepeval keeps the lower of the mean selection (1.0) and mean argument (0.5) scores
     assert (result.status, result.score) == ("scored", 0.5)
+
+
+def test_the_judge_cache_keys_trace_metrics_by_what_the_agent_did() -> None:
+    """Two turns with the same request and answer but different steps never share a cached
+    result of a metric that is shown the steps; a metric shown only the text still does."""
+    two = agent_case(turn_spans("strands", TWO_TOOLS))
+    one = two.model_copy(deep=True)
+    one.trajectory.steps = one.trajectory.steps[:1]
+    with ScriptedJudgeServer() as server:
+        model = as_deepeval_model(server.judge())
+        trace_metric = DeepEvalMetric(TaskCompletionMetric(model=model))
+        tools_metric = DeepEvalMetric(ToolCorrectnessMetric(model=model))
+        text_metric = DeepEvalMetric(AnswerRelevancyMetric(model=model))
+    assert trace_metric.reads_trajectory and trace_metric.clone().reads_trajectory
+    assert tools_metric.reads_trajectory  # the offered tools come from the trajectory
+    assert cache_key(trace_metric, one) != cache_key(trace_metric, two)
+    assert cache_key(tools_metric, one) != cache_key(tools_metric, two)
+    assert text_metric.reads_trajectory is False
+    assert cache_key(text_metric, one) == cache_key(text_metric, two)
