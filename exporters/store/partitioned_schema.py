@@ -33,10 +33,14 @@ _OUTBOX_COLUMNS = (
 
 def _day_partitions(table: str, day: str, scale: int) -> OnPostgres:
     """A block that creates the day partitions (exporters/store/partitions.py names them) of
-    ``table`` for the days ``day`` (an expression over ``{table}_v11``) takes."""
+    ``table`` for the days ``day`` (an expression over ``{table}_v11``) takes in the last month
+    (and tomorrow); rows of other days go to the default partition, a store's odd start times
+    making no table each."""
     return OnPostgres(
         "DO $$ DECLARE d bigint; BEGIN"
-        f" FOR d IN SELECT DISTINCT {day} FROM {table}_v11 LOOP"
+        f" FOR d IN SELECT DISTINCT x.d FROM (SELECT {day} AS d FROM {table}_v11) x"
+        " WHERE x.d BETWEEN floor(extract(epoch FROM now()) / 86400) - 31"
+        " AND floor(extract(epoch FROM now()) / 86400) + 1 LOOP"
         " EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF"
         f" {table} FOR VALUES FROM (%s) TO (%s)', '{table}_p'"
         " || to_char(to_timestamp(d * 86400) AT TIME ZONE 'UTC', 'YYYYMMDD'),"
@@ -79,6 +83,8 @@ PARTITION_BY_DAY: list[str] = [
             arrived_at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (trace_id, span_id, start_ns)) PARTITION BY RANGE (start_ns)"""
     ),
+    # rows of days without a partition of their own (exporters/store/partitions.py)
+    OnPostgres("CREATE TABLE spans_default PARTITION OF spans DEFAULT"),
     _day_partitions(
         "spans",
         f"(start_ns - mod(mod(start_ns, {_DAY_NS}) + {_DAY_NS}, {_DAY_NS})) / {_DAY_NS}",
@@ -118,6 +124,7 @@ PARTITION_BY_DAY: list[str] = [
             split INTEGER,
             PRIMARY KEY (entry_id, arrived_at)) PARTITION BY RANGE (arrived_at)"""
     ),
+    OnPostgres("CREATE TABLE outbox_default PARTITION OF outbox DEFAULT"),
     # the day of an arrival, one less where the division rounded up to the next day
     _day_partitions(
         "outbox",

@@ -8,17 +8,20 @@ write (``arrived_at``): an entry is written once, by the write that stored its s
 shared entry and the held rows pointing into it share that arrival, so they share a partition.
 
 Partitions are named for their UTC day (``spans_p20261128``, ``outbox_p20261128``) and created
-before a write needs them, under an advisory lock so several workers never race on one; a
-process remembers the ones it made or saw. Retention drops a partition whose day is wholly
-before the cutoff when nothing in it is still needed (no span arrived at or after the cutoff;
-no outbox entry unforwarded or forwarded since), and deletes the expired rows of one that is
-still needed, as before.
+before a write needs them (:func:`write_days`: the write's day, the next, and its spans' start
+days up to a week back), under an advisory lock so several workers never race on one; a process
+remembers the ones it made or saw. Rows of any other day go to the default partition
+(``spans_default``), which retention empties row by row; a day's partition made later takes its
+rows out of it. Retention drops a partition whose day is wholly before the cutoff when nothing
+in it is still needed (no span arrived at or after the cutoff; no outbox entry unforwarded or
+forwarded since), and deletes the expired rows of one that is still needed, as before.
 
 Example::
 
     parts = Partitions(store.transaction)
-    parts.ensure({"spans": {span_day(span.start_time_unix_nano)}, "outbox": {arrival_day(t)}})
-    dropped, rows_deleted = parts.expire(cutoff=t - 7 * DAY_SECONDS, exact=False)
+    parts.detect()
+    parts.ensure(write_days([span.start_time_unix_nano], arrived_at=t))
+    expired = parts.expire(cutoff=t - 7 * DAY_SECONDS)  # .dropped, .kept, .spans
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from spanjudge.exporters.store.items import StoreError
 
 DAY_SECONDS = 86_400
 DAY_NS = DAY_SECONDS * 1_000_000_000
+
+# Spans that started up to this many days before they arrived get their day's partition made;
+# older start times go to the default partition (see write_days).
+PAST_DAYS = 7
 
 # Creating and dropping partitions take this advisory lock (any constant every spanjudge
 # process shares, distinct from the migration lock's).
@@ -70,6 +77,21 @@ def arrival_day(arrived_at: float) -> int:
     elif (day + 1) * DAY_SECONDS <= arrived_at:
         day += 1
     return day
+
+
+def write_days(starts_ns: Iterable[int], arrived_at: float) -> dict[str, set[int]]:
+    """The partitions a write at ``arrived_at`` makes sure of: its day and the next for both
+    tables (ahead of the writes to come), and the start days of its spans back to
+    :data:`PAST_DAYS` before it. A span starting further off (a late one, a clock far wrong, a
+    start of 0) goes to the default partition: no client can make the store create a table
+    per day of its choosing."""
+    today = arrival_day(arrived_at)
+    ahead = {today, today + 1}
+    starts = {span_day(start) for start in starts_ns}
+    return {
+        "spans": ahead | {d for d in starts if today - PAST_DAYS <= d <= today + 1},
+        "outbox": ahead,
+    }
 
 
 def partition_name(table: str, day: int) -> str:
@@ -127,10 +149,6 @@ class Partitions:
             )
             self.tables = frozenset(row[0] for row in cur.fetchall())
 
-    def forget(self) -> None:
-        """Drop what this process believes exists (another dropped a partition it had seen)."""
-        self._known.clear()
-
     def ensure(self, days: Mapping[str, Iterable[int]]) -> None:
         """Create the partitions of these days (per table) that this process has not seen yet:
         one short transaction, nothing when all are known (the usual write)."""
@@ -141,7 +159,9 @@ class Partitions:
         with self._transaction() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK_KEY,))
             for table, day in missing:
-                cur.execute(create_statement(table, day))
+                cur.execute("SELECT to_regclass(%s)", (partition_name(table, day),))
+                if cur.fetchone()[0] is None:
+                    _create(cur, table, day)
         self._known.update(missing)
 
     def existing(self, cur: Cursor, table: str) -> list[tuple[int, str]]:
@@ -173,6 +193,9 @@ class Partitions:
                 for day, name in self.existing(cur, table)
                 if _bounds(table, day)[1] <= _horizon(table, cutoff)
             ]
+        with self._transaction() as cur:  # the odd days no partition is made for
+            for table in sorted(self.tables):
+                out.spans += _delete_expired(cur, table, f"{table}_default", cutoff)
         for table, day, name in candidates:
             try:
                 self._expire_one(out, table, name, cutoff)
@@ -195,6 +218,26 @@ class Partitions:
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
         out.spans += spans
         out.dropped.append(name)
+
+
+def _create(cur: Cursor, table: str, day: int) -> None:
+    """Make one day's partition, moving into it the rows of that day the default partition
+    holds (PostgreSQL refuses a partition whose rows sit in the default one)."""
+    low, high = _bounds(table, day)
+    key = "start_ns" if table == "spans" else "arrived_at"
+    default = sql.Identifier(f"{table}_default")
+    cur.execute(
+        sql.SQL(
+            "CREATE TEMP TABLE spanjudge_moving ON COMMIT DROP AS WITH gone AS"
+            " (DELETE FROM {} WHERE {} >= %s AND {} < %s RETURNING *) SELECT * FROM gone"
+        ).format(default, sql.Identifier(key), sql.Identifier(key)),
+        (low, high),
+    )
+    cur.execute(create_statement(table, day))
+    cur.execute(
+        sql.SQL("INSERT INTO {} SELECT * FROM spanjudge_moving").format(sql.Identifier(table))
+    )
+    cur.execute("DROP TABLE spanjudge_moving")
 
 
 def _horizon(table: str, cutoff: float) -> float:

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from spanjudge.exporters.records import SpanRecord
 from spanjudge.exporters.store.core import wall
 from spanjudge.exporters.store.items import OutboxEntry, StoreError
-from spanjudge.exporters.store.partitions import Partitions, arrival_day, span_day
+from spanjudge.exporters.store.partitions import Partitions, write_days
 from spanjudge.exporters.store.sql import Cursor, SqlStore
 from spanjudge.exporters.store.urls import redact_url
 
@@ -141,9 +141,7 @@ class PostgresStore(SqlStore):
     def _make_ahead(self) -> None:
         """Today's and tomorrow's partitions, ahead of the writes that need them (a write
         that makes one waits for the table lock it takes)."""
-        today = arrival_day(wall())
-        days = {today, today + 1}
-        self._partitions.ensure({"spans": days, "outbox": days})
+        self._partitions.ensure(write_days((), wall()))
 
     def write_spans(
         self,
@@ -155,23 +153,10 @@ class PostgresStore(SqlStore):
         if not spans:
             return
         arrived = wall() if now is None else now
-        days = {
-            "spans": {span_day(span.start_time_unix_nano) for span in spans},
-            "outbox": {arrival_day(arrived)} if outbox else set(),
-        }
-        self._partitions.ensure(days)
-        try:
-            super().write_spans(spans, now=arrived, outbox=outbox)
-        except StoreError as exc:
-            # another process's retention dropped a partition this one had seen: make it again
-            cause = exc.__cause__
-            if not (
-                isinstance(cause, psycopg.errors.CheckViolation) and "no partition" in str(cause)
-            ):
-                raise
-            self._partitions.forget()
-            self._partitions.ensure(days)
-            super().write_spans(spans, now=arrived, outbox=outbox)
+        # (a set lookup per write once its days exist; a day another process dropped since
+        # takes its rows in the default partition)
+        self._partitions.ensure(write_days((s.start_time_unix_nano for s in spans), arrived))
+        super().write_spans(spans, now=arrived, outbox=outbox)
 
     def delete_older_than(self, cutoff: float) -> int:
         # whole days first, each in a short transaction of its own; then the row retention

@@ -126,7 +126,7 @@ def test_several_workers_making_the_same_new_partitions_at_once_all_succeed(sche
             start.wait()
             days = [DAY1 + 5 + d * DAY_SECONDS for d in range(5)]
             spans = [span_at(100 + i, 10 * i + d, t) for d, t in enumerate(days)]
-            store.write_spans(spans, now=DAY3, outbox=[entry(s, DAY3) for s in spans])
+            store.write_spans(spans, now=days[-1], outbox=[entry(s, days[-1]) for s in spans])
         except BaseException as exc:
             errors.append(exc)
 
@@ -138,7 +138,7 @@ def test_several_workers_making_the_same_new_partitions_at_once_all_succeed(sche
     try:
         assert errors == []
         assert count(workers[0], "spans") == 20
-        made = [n for n in partitions(workers[0], "spans") if n <= "spans_p20231118"]
+        made = [n for n in partitions(workers[0], "spans") if "_p" in n and n <= "spans_p20231118"]
         assert made == [f"spans_p202311{day}" for day in range(14, 19)]
     finally:
         for store in workers:
@@ -239,9 +239,12 @@ def test_a_worker_that_saw_a_partition_another_dropped_writes_into_it_again(sche
     try:
         writer.write_spans([span_at(1, 1, DAY1 + 1)], now=DAY1 + 10)
         assert retention.delete_older_than(DAY3) == 1
-        # the writer still believes day 1 exists; its insert fails, it makes it and retries
+        # the writer still believes day 1 exists: its row lands in the default partition
         writer.write_spans([span_at(1, 2, DAY1 + 2)], now=DAY3 + 10)
         assert [s.span_id for s in writer.trace_spans(tid(1))] == [sid(2)]
+        assert count(writer, "spans_default") == 1
+        writer.write_spans([span_at(1, 2, DAY1 + 2)], now=DAY3 + 20)  # and is still one row
+        assert count(writer, "spans") == 1
     finally:
         writer.close()
         retention.close()
@@ -265,13 +268,15 @@ def test_a_version_11_store_with_data_is_partitioned_in_place(
     new = open_store(schema)
     try:
         assert new.schema_version() == sql_module.SCHEMA_VERSION == 12
-        assert {"spans_p19700101", "spans_p20231114", "spans_p20231115"} <= set(
-            partitions(new, "spans")
-        )
+        # days older than a month get no partition: their rows wait in the default one
+        assert not {"spans_p19700101", "spans_p20231114"} & set(partitions(new, "spans"))
+        assert count(new, "spans_default") == 3 and count(new, "outbox_default") == 3
         assert [s.span_id for s in new.trace_spans(tid(1))] == [sid(1), sid(2)]
-        assert count(new, "outbox") == 3
-        # a span delivered again after the migration is still a repeat; ids continue
+        # a span delivered again after the migration is still a repeat; ids continue. Its
+        # day's partition is made for the write and takes that day's rows out of the default
         new.write_spans(spans[:1], now=DAY3, outbox=[entry(spans[0], DAY3)])
+        assert "spans_p20231114" in partitions(new, "spans")
+        assert count(new, "spans_p20231114") == 1 and count(new, "spans_default") == 2
         fresh = [span_at(3, 4, DAY3 + 1)]
         new.write_spans(fresh, now=DAY3, outbox=[entry(fresh[0], DAY3)])
         assert count(new, "spans") == 4 and count(new, "outbox") == 4
@@ -285,6 +290,28 @@ def test_a_version_11_store_with_data_is_partitioned_in_place(
         assert len(new.claim_jobs(owner="w", limit=5, lease_seconds=60, now=DAY3)) == 1
     finally:
         new.close()
+
+
+def test_a_span_starting_far_from_its_arrival_makes_no_partition(schema: str) -> None:
+    store = open_store(schema)
+    try:
+        before = partitions(store, "spans")
+        unset = span_at(1, 1, 0)  # a start time of 0, as some exporters send
+        future = span_at(2, 2, DAY3 + 5)  # a clock two days ahead
+        store.write_spans([unset, future], now=DAY1 + 10)
+        made = sorted(set(partitions(store, "spans")) - set(before))
+        assert made == ["spans_p20231114", "spans_p20231115"]  # the write's day and the next
+        assert count(store, "spans_default") == 2
+        # the future day's partition, made when writes reach it, takes its row along
+        store.write_spans([span_at(3, 3, DAY3 + 1)], now=DAY3 + 10)
+        assert count(store, "spans_p20231116") == 2 and count(store, "spans_default") == 1
+        store.write_spans([future], now=DAY3 + 20)  # delivered again: still one row
+        assert count(store, "spans") == 3
+        # the default partition is emptied row by row, whatever the retention grain
+        assert store.delete_older_than(DAY1 + 11) == 1
+        assert count(store, "spans_default") == 0
+    finally:
+        store.close()
 
 
 def test_sqlite_keeps_plain_tables_at_the_same_version(tmp_path: Path) -> None:
