@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from spanjudge.evaluators.online.rebuild import texts
 from spanjudge.evaluators.online.rebuild.context import cap
-from spanjudge.evaluators.online.rebuild.dialects import read_span
+from spanjudge.evaluators.online.rebuild.dialects import read_span, text
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import Target
 from spanjudge.evaluators.online.rebuild.trajectory_links import (
@@ -188,6 +188,7 @@ def trajectory_of(tree: SpanTree, span: SpanRecord) -> Trajectory:
         scope: list[SpanRecord] = tree.subtree(span)
         found = Trajectory("agent", span.trace_id, span.span_id, agent=view.agent_name)
         text_in, text_out = texts.turn_text(span, tree, {})
+        text_in = _task_text(tree, scope, text_in)
     elif kind == "llm":
         scope = [*tree.scope_of(span), span]
         turn = tree.turn_of(span)
@@ -350,6 +351,18 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
         texts = [bounded(d.text) for d in retrieval[0] if d.text]
         return Step(index, "retrieval", span.name, span.span_id, result=texts, error=error)
     return None
+
+
+def _task_text(tree: SpanTree, scope: list[SpanRecord], text_in: str | None) -> str | None:
+    """The turn's input, unless it is data (a JSON object or list: a framework's
+    configuration or state, not the user's words): then the first model call's input."""
+    if text_in is None or not isinstance(text.maybe_json(text_in), dict | list):
+        return text_in
+    first = next(
+        (s for s in scope if tree.kind(s) == "llm" and tree.collapsed_into(s) is None), None
+    )
+    asked = read_span(first).input_text if first is not None else None
+    return asked or text_in
 
 
 def _agent_name(span: SpanRecord) -> str:

@@ -206,3 +206,25 @@ def test_many_turns_of_one_agent_side_by_side_stay_turns() -> None:
     assert [s.kind for s in trajectory_of(tree, turns[-1]).steps] == [
         "model_call", "tool_call", "model_call"
     ]  # fmt: skip
+
+
+def test_a_task_recorded_as_data_gives_way_to_the_first_model_call_s_input() -> None:
+    """An agent span whose input is a framework's configuration (a JSON object) does not hold
+    the user's words: the first model call of the turn does."""
+    t = Trace()
+    config = json.dumps({"agent": {"role": "front-desk", "goal": "help"}, "tools": ["route"]})
+    turn = t.span(
+        "front-desk",
+        attributes={
+            "openinference.span.kind": "AGENT",
+            "input.value": config,
+            "input.mime_type": "application/json",
+            "output.value": "Refunded.",
+        },
+    )
+    t.llm(user="Current task: refund order 4.", parent=turn, answer="Refunded.")
+    assert trajectory_of(SpanTree(t.spans), turn).task == "Current task: refund order 4."
+    words = Trace()
+    own = words.agent("front-desk", user="Refund order 4, please.", answer="Refunded.")
+    words.llm(user="Current task: refund order 4.", parent=own, answer="Refunded.")
+    assert trajectory_of(SpanTree(words.spans), own).task == "Refund order 4, please."
