@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from deepeval.metrics import (
+    AgentLoopDetectionMetric,
     PlanAdherenceMetric,
     PlanQualityMetric,
     StepEfficiencyMetric,
@@ -20,6 +21,7 @@ from deepeval.utils import serialize_to_json
 from spanjudge.evaluators import as_deepeval_model
 from spanjudge.evaluators.deepeval_bridge.trace_dict import trace_dict
 from spanjudge.evaluators.online import Rule
+from spanjudge.evaluators.online.rebuild.trajectory import MAX_STEPS, Step, Trajectory
 from spanjudge.exporters.store import SpanStore
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.cache.conftest import Loop
@@ -218,6 +220,36 @@ def test_plan_metrics_judge_a_plan_found_in_the_trace(
             "refund",
         ]
     assert (result.score, result.label, result.reason) == (0.9, "pass", "The plan was followed.")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_deepevals_loop_detection_finds_the_looping_turn(
+    framework: str, store: SpanStore, loop: Loop, clock: Clock
+) -> None:
+    """deepeval's deterministic loop metric reads only the trace: no judge, and the three
+    identical lookups of the looping turn found in every framework's spans."""
+    spans = turn_spans(framework, LOOP) + turn_spans(framework, TWO_TOOLS)
+    rule = Rule(AgentLoopDetectionMetric(threshold=0.9), target="agent")
+    results = run_rules(loop, store, clock, spans, [rule])
+    by_score = {r.score: r for r in results}
+    assert sorted(by_score) == [0.8, 1.0]
+    looping = by_score[0.8]
+    assert (looping.label, looping.judge_calls) == ("fail", 0)
+    assert looping.reason == "Tool 'lookup_order' called 3 times with identical arguments."
+    assert by_score[1.0].reason == "No loop patterns detected."
+
+
+def test_the_longest_trajectory_stays_bounded_with_its_cut_said() -> None:
+    steps = [
+        Step(i, "tool_call", "lookup_order", f"s{i}", arguments={"order_id": f"A-{i}"}, result="ok")
+        for i in range(MAX_STEPS)
+    ]
+    kept = Trajectory("agent", "t", "s", task="Find my orders.", agent="support", steps=steps)
+    kept.steps_dropped = 9_000
+    trace = json.loads(serialize_to_json(trace_dict(kept)))
+    assert len(trace["children"]) == MAX_STEPS + 1
+    assert trace["children"][-2]["input"] == {"order_id": f"A-{MAX_STEPS - 1}"}
+    assert trace["children"][-1]["output"] == "9000 more step(s) not shown (cut by spanjudge)"
 
 
 # ============================================================ skipped, never guessed
