@@ -11,8 +11,8 @@ Read from the raw span, in every shape the interop recordings show:
   ``gen_ai.completion.N.tool_calls.M.*``; the Vercel AI SDK's ``ai.response.toolCalls``;
 * tools available: ``gen_ai.tool.definitions``, OpenInference ``llm.tools.N.tool.json_schema``,
   OpenLLMetry ``llm.request.functions.N.*``, Strands ``gen_ai.agent.tools`` (names only);
-* errors: status ``ERROR`` (with its message), ``error.type``, ``exception`` events, a tool
-  status of ``error``;
+* errors: status ``ERROR`` (with its message), ``error.type``, ``exception`` events (unless the
+  span's status says ``OK``: the exception was handled), a tool status of ``error``;
 * hand-offs: a span named ``handoff`` (the OpenAI Agents SDK), a ``transfer_to_<agent>`` tool.
 
 Example::
@@ -219,9 +219,11 @@ def _definition(value: Any) -> ToolDefinition | None:
 # ====================================================================== errors, hand-offs
 def error_of(span: SpanRecord) -> str | None:
     """What went wrong in ``span``, or ``None``: the exception event's type and message, the
-    status message, ``error.type``, a tool status of ``error``."""
+    status message, ``error.type``, a tool status of ``error``. An exception recorded on a span
+    whose status says ``OK`` was handled (LangGraph raises one to pass control between agents):
+    not the step's error."""
     for event in span.events:
-        if event.name == EXCEPTION_EVENT:
+        if event.name == EXCEPTION_EVENT and span.status_code != "OK":
             kind = event.attributes.get("exception.type")
             message = event.attributes.get("exception.message")
             parts = [str(p) for p in (kind, message) if p not in (None, "")]

@@ -6,6 +6,7 @@ up, with names no framework uses, so a rule that only matched one framework's na
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import find_targets
 from spanjudge.evaluators.online.rebuild.trajectory import Trajectory, trajectory_of
 from spanjudge.evaluators.online.rebuild.trajectory_links import norm, tool_result
-from spanjudge.exporters.records import SpanRecord
+from spanjudge.exporters.records import SpanEvent, SpanRecord
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace
 
@@ -228,3 +229,19 @@ def test_a_task_recorded_as_data_gives_way_to_the_first_model_call_s_input() -> 
     own = words.agent("front-desk", user="Refund order 4, please.", answer="Refunded.")
     words.llm(user="Current task: refund order 4.", parent=own, answer="Refunded.")
     assert trajectory_of(SpanTree(words.spans), own).task == "Refund order 4, please."
+
+
+@pytest.mark.parametrize(("status", "failed"), [("OK", False), ("ERROR", True), ("UNSET", True)])
+def test_an_exception_on_a_span_that_ended_ok_was_handled(status: str, failed: bool) -> None:
+    """A framework may raise to pass control (LangGraph's ParentCommand) and end the span OK:
+    the exception is recorded, the step did not fail."""
+    t = Trace()
+    turn = t.agent("front-desk")
+    requesting(t, turn, "route", {"to": "x"})
+    tool = t.tool("route", {"to": "x"}, "routed", parent=turn)
+    event = SpanEvent("exception", 0, {"exception.type": "Handover", "exception.message": "x"})
+    t.spans[t.spans.index(tool)] = replace(tool, status_code=status, events=[event])
+    [step] = trajectory_of(SpanTree(t.spans), turn).tool_calls
+    assert bool(step.error) is failed
+    if failed:
+        assert step.error == "Handover: x"
