@@ -261,7 +261,9 @@ def judge_agents(done: Replayed) -> AgentVerdict:
         root = roots.get(tid or "")
         recorded = recorded_text(done.spans.get(tid or "", []))
         if any(e.error and e.error not in recorded for e in expected.tool_executions):
-            verdict.notes.append(f"turn {number}: the tool error's text is in no span (redacted)")
+            verdict.notes.append(
+                f"turn {number}: the tool error's text is in no span (redacted, or content off)"
+            )
         trajectory = _trajectory(done, TOOL_ERRORS, root) if root else None
         problems = compare(trajectory, expected, recorded)
         verdict.turns_compared += 1
