@@ -301,3 +301,26 @@ def test_goal_accuracy() -> None:
     )  # fmt: skip
     assert a.score == b.score == 0.75
     assert (our_calls, their_calls) == (2, 5)
+
+
+def test_a_turn_that_called_no_tool() -> None:
+    """No tool call: both score 1 with no judge call (deepeval: "No tool calls provided"). Online
+    the rebuilt case leaves ``tools_called`` unset when the turn has no tool span, and deepeval
+    requires the field: its Argument and Tool Correctness are skipped there, never scored."""
+    t = Trace()
+    turn = t.agent("support", user="Hi", answer="Hello!")
+    t.llm(parent=turn, user="Hi", answer="Hello!")
+    rebuilt = agent_case(t.spans)
+    assert rebuilt.tools_called is None
+    case = rebuilt.model_copy(update={"tools_called": []})  # deepeval measures an empty list
+    a, b, our_calls, their_calls = both(
+        lambda j: ours.ArgumentCorrectnessMetric(model=j),
+        lambda m: de.ArgumentCorrectnessMetric(model=m),
+        case,
+        nothing,
+        nothing,
+    )
+    assert a.score == b.score == 1.0
+    assert (our_calls, their_calls) == (0, 0)
+    assert b.missing_fields(rebuilt) == ["tools_called"]
+    assert a.missing_fields(rebuilt) == []
