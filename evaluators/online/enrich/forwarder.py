@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 from tenacity import wait_exponential
@@ -50,7 +50,6 @@ from spanjudge.evaluators.online.planning.rules import Rule
 from spanjudge.evaluators.online.planning.sampler import rule_keeps
 from spanjudge.evaluators.online.rebuild.targets import Target, span_kind
 from spanjudge.exporters.emit.span_forward import bytes_sender
-from spanjudge.exporters.kinds import TargetType
 from spanjudge.exporters.otlp.wire import WireSpan
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.exporters.store.base import Outbox
@@ -171,7 +170,7 @@ class Enricher:
         if self.allocation is None or not rule.has_target:
             return rule.sample_rate
         target = Target(
-            cast(TargetType, rule.target), target_id, span.trace_id, span.span_id,
+            rule.target, target_id, span.trace_id, span.span_id,
             span.conversation_id, span, span.service_name, span.end_time_unix_nano,
         )  # fmt: skip
         return self.allocation.probability(rule, target, [span], self.clock())
