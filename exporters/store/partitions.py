@@ -53,9 +53,10 @@ PARTITION_LOCK_KEY = 0x5A4A_0002
 # the server's statistics, so a drop costs the same at any size.
 _COUNT_EXACTLY_BELOW = 8 * 1024 * 1024
 
-# How long a drop waits for the table lock before giving up until the next pass (the writers
-# and readers of the table hold a weaker lock for the length of their transaction).
-_DROP_LOCK_TIMEOUT = "2s"
+# How long making or dropping a partition waits for the table lock before giving up until the
+# next write or pass (the writers and readers of the table hold a weaker lock for the length of
+# their transaction, and every newcomer queues behind a waiting DDL statement).
+_LOCK_TIMEOUT = "2s"
 
 _NAME = re.compile(r"^(spans|outbox)_p(\d{8})$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -151,17 +152,26 @@ class Partitions:
 
     def ensure(self, days: Mapping[str, Iterable[int]]) -> None:
         """Create the partitions of these days (per table) that this process has not seen yet:
-        one short transaction, nothing when all are known (the usual write)."""
+        one short transaction, nothing when all are known (the usual write). When the table
+        lock does not come within the lock timeout (a long transaction reads the table), none
+        is made this time: the rows go to the default partition and the next write tries
+        again, rather than every writer queueing behind the wait."""
         wanted = {(t, d) for t, ds in days.items() if t in self.tables for d in ds}
         missing = sorted(wanted - self._known)
         if not missing:
             return
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK_KEY,))
-            for table, day in missing:
-                cur.execute("SELECT to_regclass(%s)", (partition_name(table, day),))
-                if cur.fetchone()[0] is None:
-                    _create(cur, table, day)
+        try:
+            with self._transaction() as cur:
+                cur.execute("SELECT set_config('lock_timeout', %s, true)", (_LOCK_TIMEOUT,))
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK_KEY,))
+                for table, day in missing:
+                    cur.execute("SELECT to_regclass(%s)", (partition_name(table, day),))
+                    if cur.fetchone()[0] is None:
+                        _create(cur, table, day)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, errors.LockNotAvailable):
+                raise
+            return
         self._known.update(missing)
 
     def existing(self, cur: Cursor, table: str) -> list[tuple[int, str]]:
@@ -208,7 +218,7 @@ class Partitions:
 
     def _expire_one(self, out: Expired, table: str, name: str, cutoff: float) -> None:
         with self._transaction() as cur:
-            cur.execute("SELECT set_config('lock_timeout', %s, true)", (_DROP_LOCK_TIMEOUT,))
+            cur.execute("SELECT set_config('lock_timeout', %s, true)", (_LOCK_TIMEOUT,))
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK_KEY,))
             if _needed(cur, table, name, cutoff):
                 out.kept.append(name)

@@ -314,6 +314,25 @@ def test_a_span_starting_far_from_its_arrival_makes_no_partition(schema: str) ->
         store.close()
 
 
+def test_a_long_reader_of_spans_delays_no_write_to_a_new_day(schema: str) -> None:
+    import psycopg
+
+    store = open_store(schema)
+    try:
+        store.write_spans([span_at(1, 1, DAY1 + 1)], now=DAY1 + 10)
+        with psycopg.connect(POSTGRES_URL) as reader:  # a report reading spans, in a transaction
+            reader.execute(f'SELECT count(*) FROM "{schema}".spans').fetchone()
+            # the next day's partition exists already (made a day ahead); the one after waits
+            # for the reader's lock, gives up and the row goes to the default partition
+            store.write_spans([span_at(2, 2, DAY3 + 1)], now=DAY3 + 10)
+            assert "spans_p20231116" not in partitions(store, "spans")
+            assert count(store, "spans_default") == 1
+        store.write_spans([span_at(3, 3, DAY3 + 2)], now=DAY3 + 20)  # the reader is gone
+        assert count(store, "spans_p20231116") == 2 and count(store, "spans_default") == 0
+    finally:
+        store.close()
+
+
 def test_sqlite_keeps_plain_tables_at_the_same_version(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "spans.db"))
     try:
