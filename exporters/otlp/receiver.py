@@ -137,8 +137,6 @@ def _screened_traces(
         raise
     except (RecursionError, ValueError, TypeError) as exc:
         raise OtlpDecodeError(f"invalid span data: {exc}") from None
-    if removed:
-        screen.passed_over(removed)
     return records, removed
 
 
@@ -312,6 +310,9 @@ def create_receiver_app(
             answer(reject.status, media, encoding)
             return rejection(reject, reply_media)
         # the span counter counts spans only; log requests are counted by code and encoding
+        if passed and screen is not None:
+            # counted once the request is answered 200 (a refused one is sent again)
+            screen.passed_over(passed)
         received = len(records) + passed  # passed over by the screen: received all the same
         answer(200, media, encoding, received if signal is spans_signal else 0)
         return signal.success(media, rejected)

@@ -71,7 +71,12 @@ class IngestGate:
             else:
                 self.store.write_spans(records, now=now, outbox=self.outbox(records, now))
 
-        self._counted(len(records), store)
+        try:
+            self._counted(len(records), store)
+        except BaseException:
+            if self.keep is not None:  # spans released from its buffer must not be lost
+                self.keep.give_back(records, self.clock())
+            raise
         if self.telemetry is not None:
             self.telemetry.record_exporter_written(len(records))
         if self.after_write is not None:

@@ -265,6 +265,8 @@ class IngestKeep:
             if kept:
                 stored.extend(held.spans)
                 self._count("released", len(held.spans))
+                ids = {s.span_id for s in held.spans}
+                spans = [s for s in spans if s.span_id not in ids]
             else:
                 self._count("not_sampled", len(held.spans))
         if kept:
@@ -276,11 +278,13 @@ class IngestKeep:
     def _hold(self, trace_id: str, spans: list[SpanRecord], now: float) -> None:
         held = self._held.get(trace_id)
         if held is None:
-            self._held[trace_id] = _Held(now, list(spans))
-        else:
-            held.spans.extend(spans)
-        self._held_spans += len(spans)
-        self._count("held", len(spans))
+            held = self._held[trace_id] = _Held(now, [])
+        # a client retrying a request sends its held spans again: each is held once
+        ids = {s.span_id for s in held.spans}
+        new = [s for s in spans if s.span_id not in ids]
+        held.spans.extend(new)
+        self._held_spans += len(new)
+        self._count("held", len(new))
 
     def _remember(self, trace_id: str, kept: bool) -> None:
         self._decided[trace_id] = kept
@@ -321,6 +325,25 @@ class IngestKeep:
             self.max_held_spans,
             dropped,
         )
+
+    def give_back(self, spans: Sequence[SpanRecord], now: float | None = None) -> None:
+        """Spans :meth:`admit` let through whose write failed: the client retries its own
+        spans, not the ones released to it from the buffer, so the spans of traces decided
+        by their conversation wait again (the retry decides them anew); the others are the
+        client's, kept by their trace id, and come again with the retry."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            for trace_id in {s.trace_id for s in spans}:
+                self._decided.pop(trace_id, None)
+            waiting = [s for s in spans if not self.plan.trace_kept(s.trace_id)]
+            by_trace: dict[str, list[SpanRecord]] = {}
+            for span in waiting:
+                by_trace.setdefault(span.trace_id, []).append(span)
+            for trace_id, held in by_trace.items():
+                self._hold(trace_id, held, now)
+            overflow = self._bound()
+        if overflow:
+            self._overflowed(overflow, now)
 
     def sweep(self, now: float | None = None) -> None:
         """Drop what waited past ``hold_seconds`` (also done on every :meth:`admit`)."""

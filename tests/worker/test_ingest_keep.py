@@ -221,3 +221,55 @@ def test_telemetry_counts_each_outcome() -> None:
     keep.passed_over(3)
     assert sum(n for o, n in counted if o != "not_sampled") == sum(keeps(t, 0.5) for t in ids)
     assert ("not_sampled", 3) in counted
+
+
+def test_spans_given_back_after_a_failed_write_wait_for_the_retry() -> None:
+    keep = conversation_keep()
+    conv = sampled_conversation(0.5, True)
+    (trace,) = waiting_ids(1, 0.5)
+    children = [span(trace, 1), span(trace, 2)]
+    keep.admit(children, now=0.0)
+    root = span(trace, 0, conversation=conv)
+    stored = keep.admit([root], now=1.0)
+    assert stored == [*children, root]
+    keep.give_back(stored, now=1.5)  # the store refused the write: the client retries the root
+    assert keep.held_spans == 3
+    again = keep.admit([root], now=2.0)
+    assert sorted(s.span_id for s in again) == sorted(s.span_id for s in stored)  # each once
+    assert keep.held_spans == 0
+
+
+def test_a_retried_request_holds_each_span_once() -> None:
+    keep = conversation_keep()
+    (trace,) = waiting_ids(1, 0.5)
+    children = [span(trace, 1), span(trace, 2)]
+    keep.admit(children, now=0.0)
+    keep.admit(children, now=0.5)  # the client did not see the 200 and sent them again
+    assert keep.held_spans == 2
+
+
+def test_the_gate_gives_released_spans_back_when_the_store_fails() -> None:
+    from spanjudge.worker.ingest import IngestGate
+
+    class FlakyStore:
+        def __init__(self) -> None:
+            self.fail = True
+            self.written: list[SpanRecord] = []
+
+        def write_spans(self, spans: list[SpanRecord], *, now: float) -> None:
+            if self.fail:
+                raise RuntimeError("database is locked")
+            self.written.extend(spans)
+
+    store = FlakyStore()
+    keep = conversation_keep()
+    gate = IngestGate(store, max_pending_spans=100, clock=lambda: 1.0, keep=keep)  # type: ignore[arg-type]
+    (trace,) = waiting_ids(1, 0.5)
+    children = [span(trace, 1), span(trace, 2)]
+    gate.write(children)
+    root = span(trace, 0, conversation=sampled_conversation(0.5, True))
+    with pytest.raises(RuntimeError):
+        gate.write([root])
+    store.fail = False
+    gate.write([root])  # the client's retry
+    assert sorted(s.span_id for s in store.written) == sorted(s.span_id for s in [*children, root])

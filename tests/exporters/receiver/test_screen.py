@@ -146,3 +146,16 @@ def test_enrich_bodies_are_never_screened() -> None:
     response = TestClient(app).post("/v1/traces", content=request.SerializeToString(), headers=PB)
     assert response.status_code == 200
     assert len(sink.records) == 4 and screen.asked == 0  # forwarded as received: all of them
+
+
+def test_spans_passed_over_count_only_once_the_request_succeeds() -> None:
+    request, (kept, _) = two_traces()
+
+    def failing(records: list[Any]) -> None:
+        raise RuntimeError("store down")
+
+    screen = Screen({kept})
+    app = create_receiver_app(sink=failing, screen=screen)
+    response = TestClient(app).post("/v1/traces", content=request.SerializeToString(), headers=PB)
+    assert response.status_code >= 500
+    assert screen.passed == 0  # the client sends them again: counted when that succeeds
