@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spanjudge.exporters.store.base import EventLog, SpanLog
+
+if TYPE_CHECKING:
+    from spanjudge.worker.keep import IngestKeep
 
 
 class Ingest(SpanLog, EventLog, Protocol):
@@ -34,7 +37,7 @@ class IngestGate:
         outbox: Callable[[Sequence[Any], float], Sequence[Any]] | None = None,
         after_write: Callable[[Sequence[Any]], None] | None = None,
         telemetry: Any = None,
-        keep: Any = None,
+        keep: IngestKeep | None = None,
     ) -> None:
         self.store = store
         self.max_pending_spans = max_pending_spans

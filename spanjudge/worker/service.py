@@ -1,6 +1,8 @@
 """``spanjudge worker``: OTLP/HTTP in, spans stored, rules evaluated, scores out over OTLP.
 
-Spans are written to the store inside the request, so a 200 means they are durable; when too
+Spans are written to the store inside the request, so a 200 means they are durable (when
+the rules sample by trace or conversation, only the spans some rule can still pick are kept:
+:mod:`spanjudge.worker.keep`; spans waiting for their conversation are held in memory); when too
 many spans are waiting for the store the receiver answers 503 with Retry-After and the
 Collector's ``otlphttp`` exporter retries. Several workers may share one PostgreSQL store: jobs
 are split with row leases, and settling and idleness are decided from the shared arrival times.
@@ -212,11 +214,15 @@ class Worker:
         if self.enricher is not None:
             self.enricher.start()
         self.monitor.start()
+        if self.numbers is not None:
+            self.numbers.start()  # the regression check runs without scrapes too
         self._ready.set()
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop evaluating (jobs in flight finish and are stored), flush exporters, close."""
         self._ready.clear()
+        if self.numbers is not None:
+            self.numbers.stop(timeout)
         self.monitor.stop(timeout)
         if self.enricher is not None:
             # what is due goes out now; spans still held stay in the store for the next start
