@@ -168,3 +168,58 @@ def test_a_risky_span_is_held_at_the_risk_rate(tmp_path: Path) -> None:
         assert all(enricher.holds(s) for s in spans)
     finally:
         store.close()
+
+
+def test_the_explain_command_reads_the_allocation_from_its_store(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from click.testing import CliRunner
+
+    from spanjudge.cli.app import cli
+    from spanjudge.exporters.records import EvaluationRecord
+    from spanjudge.exporters.store import JobSpec
+    from tests.evaluators.online.test_explain import first_trace, recorded
+
+    spans = recorded("openinference")
+    trace_id = first_trace(spans)
+    [llm] = [s for s in spans if s.trace_id == trace_id and s.name == "ChatCompletion"]
+    database = tmp_path / "spans.db"
+    store = SQLiteStore(str(database))
+    store.write_spans(spans, now=1_000.0)
+    # 30 results of this service, just now: what the allocation reads from the store
+    now = time.time()
+    batch = [
+        EvaluationRecord(
+            "faithfulness-llm", "faithfulness", "llm", f"t{i}", f"{i:032x}", f"{i:016x}",
+            score=0.9, success=True, label="pass", sample_rate=1.0,
+            service_name=llm.service_name, segments={"service": llm.service_name or ""},
+        )
+        for i in range(30)
+    ]  # fmt: skip
+    store.enqueue_jobs(
+        [JobSpec(r.rule, "llm", r.target_id, r.trace_id, r.span_id) for r in batch], now=now
+    )
+    for job in store.claim_jobs(owner="w", limit=100, lease_seconds=60, now=now):
+        record = next(r for r in batch if r.target_id == job.target_id)
+        assert store.complete_job(job.job_id, owner="w", record=record, now=now)
+    store.close()
+    assert not is_sampled("faithfulness-llm", llm.span_id, 1e-4)
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        f"store_url = {json.dumps('sqlite:///' + str(database))}\n"
+        'judge_model = "gpt-4o-mini"\n'
+        '[[rules]]\nmetric = "faithfulness"\ntarget = "llm"\nsample_rate = 0.0001\n'
+        "budget_per_day = 1000\nrisk_sample_rate = 0.0\n"
+    )
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli, ["explain", trace_id, "--config", str(config)]
+    )
+    assert result.exit_code == 0, result.output
+    # the allocation's probability: 30 results within its 5-minute floor of a window are
+    # 8,640 targets a day, and the budget buys 1,000 of them; not the cold-start 1 in 10,000
+    expected = 1000 / (30 * 86400 / 300)
+    kept = is_sampled("faithfulness-llm", llm.span_id, expected)
+    status = "would evaluate" if kept else f"not sampled (sample rate {expected:g})"
+    assert f"rule faithfulness-llm (faithfulness on llm): {status}" in result.output
+    assert "sample rate 0.0001" not in result.output
