@@ -25,7 +25,8 @@ every evaluation of the new version.
 
 Prints JSON: per sampler and segment the coverage of the daily 95% interval (days 1 and on),
 its mean half-width and daily judge calls; evaluations of 1.5.0 until it is flagged worse; runs
-and days with a false alarm among the null runs.
+and days with a false alarm among the null runs, beside the rate the test states (alpha = 0.05
+over a comparison's whole life).
 
     python benchmarks/sampling.py [--runs 400] [--days 4] [--half-width 0.05]
     python benchmarks/sampling.py --smoke     # 6 runs of 3 days; tests/benchmarks runs it
@@ -373,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         "target_half_width": args.half_width,
         "fixed_rate": round(fixed, 4),
         "judge": "stub answering from the planted truth (no HTTP)",
+        # the test's stated error rate: at most this share of null runs may ever alarm
+        "false_alarm_rate_stated": 0.05,
         "samplers": result,
         "budget_over_fixed_calls": round(budget / fixed_calls, 4) if fixed_calls else None,
         "through_planner": through_planner(2, args.half_width, 0.05 if args.smoke else 1.0),
