@@ -342,3 +342,21 @@ def test_the_documented_config_stores_the_traces_its_rules_can_pick(
         assert worker.keep.max_held_spans == 100_000 and worker.keep.hold_seconds == 60
     finally:
         worker.shutdown(10)
+
+
+def test_enrich_mode_stores_and_forwards_everything_whatever_the_rules(
+    tmp_path: Path, offline_judge: ScriptedJudgeServer, sink: OtlpSink
+) -> None:
+    config = {
+        "store_url": f"sqlite:///{tmp_path}/enrich.db",
+        "downstream_endpoint": sink.traces_url,
+        "mode": "enrich",
+        "judge_model": "openai/scripted-judge",
+        "judge_options": {"api_base": offline_judge.base_url, "api_key": "x"},
+        "rules": [{"metric": "bias", "target": "agent", "sample_rate": 0.01, "sample_by": "trace"}],
+    }
+    worker = Worker(load_settings(None, **config))
+    try:
+        assert worker.keep is None and worker.gate.keep is None
+    finally:
+        worker.shutdown(10)
