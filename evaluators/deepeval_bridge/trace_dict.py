@@ -7,9 +7,9 @@ How a trajectory maps onto deepeval's spans:
 
 * the turn (or trace) is the root: an ``agent`` span named after the agent (the agent of its
   first step when the turn's span names none; a trace where no agent was seen is a ``base``
-  span named ``trace``) whose input is the task and output the final output,
-  with ``available_tools`` (the names of the tools the model was offered) and
-  ``agent_handoffs`` (the agents control was handed to);
+  span named ``trace``) whose input is the task and output the final output, with
+  ``available_tools`` (the names of the tools the model was offered) and ``agent_handoffs``
+  (the agents control was handed to);
 * a model call is an ``llm`` span (``model`` its model name) whose output is the text it wrote
   or, when it requested tools, deepeval's ``LlmOutput`` with the tool calls (name, arguments
   as a dict, call id), as deepeval's own integrations record them;
@@ -18,12 +18,14 @@ How a trajectory maps onto deepeval's spans:
 * a sub-agent is an ``agent`` span; the steps that ran under it are its children (the step's
   ``agent``), so a hand-off to a second agent nests its steps under that agent;
 * a hand-off is a ``tool`` span named as read (``transfer_to_billing`` ...) whose input says
-  ``from`` and ``to``; a plan is a ``base`` span named ``plan`` whose output is the plan.
+  ``from`` and ``to``; a plan is a ``base`` span (named as read, ``plan`` when unnamed) whose
+  output is the plan.
 
 Steps keep their order. What the trajectory cut (``steps_dropped``, long values, notes) stays
 visible: the cut values carry the reader's marker, and the count of dropped steps and the
 reader's notes go into a last ``base`` span named ``notes`` (deepeval strips ``metadata`` from
-the dict, so the judge would never see them there).
+the dict, so the judge would never see them there). Agents nest at most :data:`MAX_DEPTH`
+levels deep; deeper ones keep their steps at that level.
 
 Example::
 
@@ -42,6 +44,9 @@ if TYPE_CHECKING:  # read by shape at run time: the online loop imports this pac
 _ROOT_TRACE = "trace"
 _ROOT_AGENT = "agent"
 _PLAN = "plan"
+MAX_DEPTH = 32
+"""Deepest agent nesting kept: a sub-agent deeper than this holds its steps at this depth
+(deepeval's converter and serializer recurse once per level)."""
 
 
 def _arguments(value: Any) -> dict[str, Any]:
@@ -78,7 +83,7 @@ class _Builder:
         self.success = TraceSpanStatus.SUCCESS
         self.errored = TraceSpanStatus.ERRORED
 
-    def _common(self, name: str, parent: Any, error: str | None) -> dict[str, Any]:
+    def fields(self, name: str, parent: Any, error: str | None) -> dict[str, Any]:
         return {
             "uuid": f"{self.trace_uuid}-{next(self.ids)}",
             "trace_uuid": self.trace_uuid,
@@ -95,11 +100,11 @@ class _Builder:
 
         t = self.trajectory
         if t.scope == "trace" and t.agent is None:
-            common = self._common(_ROOT_TRACE, None, None)
+            common = self.fields(_ROOT_TRACE, None, None)
             return BaseSpan(**common, input=t.task, output=t.final_output)
         # an agent turn whose span names no agent: the agent its first step ran under
         name = t.agent or next((s.agent for s in t.steps if s.agent), None) or _ROOT_AGENT
-        common = self._common(name, None, None)
+        common = self.fields(name, None, None)
         tools = [d.name for d in t.tools_available]
         return AgentSpan(**common, input=t.task, output=t.final_output, available_tools=tools)
 
@@ -112,7 +117,7 @@ class _Builder:
             ToolSpan,
         )
 
-        common = self._common(step.name, parent, step.error)
+        common = self.fields(step.name, parent, step.error)
         if step.kind == "model_call":
             return LlmSpan(**common, model=step.name, output=_llm_output(step))
         if step.kind == "tool_call":
@@ -140,12 +145,18 @@ def trace_spans(trajectory: Trajectory) -> Any:
     root = build.root()
     # the span a step's agent runs in: the latest agent span of that name, else the root
     agents: dict[str, Any] = {root.name: root} if isinstance(root, AgentSpan) else {}
+    depth = {id(root): 0}
     for step in trajectory.steps:
         parent = agents.get(step.agent or "", root)
         span = build.span(step, parent)
         parent.children.append(span)
         if step.kind == "agent":
-            agents[step.name] = span
+            level = depth[id(parent)] + 1
+            if level < MAX_DEPTH:
+                agents[step.name] = span
+                depth[id(span)] = level
+            else:  # too deep: what runs under it stays with its parent
+                agents[step.name] = parent
         target = step.handoff_to
         if target and isinstance(parent, AgentSpan) and target not in parent.agent_handoffs:
             parent.agent_handoffs.append(target)
@@ -153,7 +164,7 @@ def trace_spans(trajectory: Trajectory) -> Any:
     if trajectory.steps_dropped:
         lines.insert(0, f"{trajectory.steps_dropped} more step(s) not shown (cut by spanjudge)")
     if lines:
-        notes = BaseSpan(**build._common("notes", root, None), output="\n".join(lines))
+        notes = BaseSpan(**build.fields("notes", root, None), output="\n".join(lines))
         root.children.append(notes)
     return root
 

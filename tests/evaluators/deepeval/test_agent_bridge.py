@@ -19,7 +19,7 @@ from deepeval.metrics import (
 from deepeval.utils import serialize_to_json
 
 from spanjudge.evaluators import as_deepeval_model
-from spanjudge.evaluators.deepeval_bridge.trace_dict import trace_dict
+from spanjudge.evaluators.deepeval_bridge.trace_dict import MAX_DEPTH, trace_dict
 from spanjudge.evaluators.online import Rule
 from spanjudge.evaluators.online.rebuild.trajectory import MAX_STEPS, Step, Trajectory
 from spanjudge.exporters.store import SpanStore
@@ -250,6 +250,19 @@ def test_the_longest_trajectory_stays_bounded_with_its_cut_said() -> None:
     assert len(trace["children"]) == MAX_STEPS + 1
     assert trace["children"][-2]["input"] == {"order_id": f"A-{MAX_STEPS - 1}"}
     assert trace["children"][-1]["output"] == "9000 more step(s) not shown (cut by spanjudge)"
+
+
+def test_agents_nested_past_the_depth_limit_stay_at_the_limit() -> None:
+    """Each agent invoked by the one before it, 500 deep: the trace nests 32 levels (deepeval
+    recurses per level) and keeps every step."""
+    steps = [Step(i, "agent", f"agent-{i}", f"s{i}", agent=f"agent-{i - 1}") for i in range(500)]
+    deep = Trajectory("agent", "t", "s", task="Go deep.", agent="agent--1", steps=steps)
+    trace = json.loads(serialize_to_json(trace_dict(deep)))
+    levels, span = 0, trace
+    while span["children"] and span["children"][0]["type"] == "agent":
+        span, levels = span["children"][0], levels + 1
+    assert levels == MAX_DEPTH
+    assert len(walk(trace)) == 500
 
 
 # ============================================================ skipped, never guessed
