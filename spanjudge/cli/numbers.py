@@ -10,8 +10,6 @@ by :mod:`spanjudge.cli.review`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +17,6 @@ import click
 
 from spanjudge.cli.common import (
     load_cli_settings,
-    opened_store,
     opened_stores,
     since_option_value,
     stores_options,
@@ -31,14 +28,12 @@ if TYPE_CHECKING:
     from spanjudge.evaluators.online.review.estimates import SegmentSummary
     from spanjudge.evaluators.online.review.regressions import Comparison, Effect
     from spanjudge.exporters.store.summaries import SegmentSums
-    from spanjudge.settings import WorkerSettings
 
 __all__ = [
     "compare",
     "console",
     "period_text",
     "print_summary",
-    "settings_store",
     "summary_of",
 ]
 
@@ -55,13 +50,6 @@ class _SummarySource(Protocol):
         until: float | None = None,
         rule: str | None = None,
     ) -> dict[tuple[str, str, str], SegmentSums]: ...
-
-
-@contextmanager
-def settings_store(settings: WorkerSettings) -> Iterator[Any]:
-    """The store the settings name, in their ``store_schema`` on PostgreSQL."""
-    with opened_store(settings.store_url, schema=settings.store_schema) as store:
-        yield store
 
 
 def merged_sums(
