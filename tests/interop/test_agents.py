@@ -60,6 +60,8 @@ def test_owed_agent_evaluations_are_scored_with_the_right_trajectory(
     assert verdict.scored_right / verdict.owed >= GOAL, (verdict.wrong, dict(verdict.skipped))
     assert verdict.duplicates == 0
     assert sum(1 for r in done.results if r.status == "error") == 0
+    # beside the trajectory: the task is the user's request, each step names its agent
+    assert verdict.fields["task"] == verdict.fields["agents"] == 5
 
 
 @pytest.mark.parametrize("recording", AGENT_RECORDINGS)
