@@ -147,7 +147,8 @@ def message_text(message: Any, depth: int = 0) -> str | None:
     text = message.get("text")
     if isinstance(text, str):
         return nonempty(text)
-    kwargs = message.get("kwargs")  # LangChain's serialised message
+    # LangChain's serialised message: dumpd's "kwargs", messages_to_dict's "data"
+    kwargs = message.get("kwargs", message.get("data"))
     return message_text(kwargs, depth + 1) if isinstance(kwargs, Mapping) else None
 
 
