@@ -14,8 +14,9 @@ tenth of the store) twice:
 Each pass reports wall seconds, spans removed, the bytes of spans + outbox before and after,
 WAL bytes written (``pg_current_wal_lsn`` before and after: the server may be shared, so other
 writers count too) and the CPU seconds of the store connection's server process
-(``/proc/<backend pid>/stat``). The goal: a partition drop costs the same at 10,000,000 spans as
-at 100,000. Prints JSON.
+(``/proc/<backend pid>/stat``). Beside the drop, the seconds the filesystem takes to free as
+many bytes from a plain file: the part of a drop's time no database setting changes. The
+goal: a partition drop costs the same at 10,000,000 spans as at 100,000. Prints JSON.
 
     python benchmarks/retention.py [--sizes 100000,10000000] [--postgres-url URL]
     python benchmarks/retention.py --smoke      # seconds; tests/benchmarks runs it
@@ -29,6 +30,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -176,6 +178,22 @@ def vacuum(url: str, schema: str, day: int) -> None:
             conn.execute(sql.SQL("VACUUM {}").format(name))
 
 
+def free_file_seconds(size: int) -> float:
+    """Seconds to free ``size`` bytes of a file in a temporary directory (fsynced, then
+    truncated): what the filesystem alone charges for the space a drop gives back. A
+    partition's files are freed the same way when its drop commits; on a filesystem mounted with
+    ``discard`` that cost grows with the bytes, whatever the database does."""
+    with tempfile.NamedTemporaryFile() as f:
+        block = b"\0" * (1 << 20)
+        for _ in range(size >> 20):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+        began = time.perf_counter()
+        os.truncate(f.name, 0)
+        return round(time.perf_counter() - began, 4)
+
+
 def run_size(url: str, spans: int) -> dict[str, Any]:
     schema = f"spanjudge_retention_{uuid.uuid4().hex[:8]}"
     dropping = PostgresStore(url, schema=schema, min_size=1, max_size=1, partition_retention=True)
@@ -184,6 +202,8 @@ def run_size(url: str, spans: int) -> dict[str, Any]:
         out["fill_seconds"] = round(fill(dropping, spans), 2)
         probe = Probe(dropping)
         out["partitions"] = probe.measure(lambda: dropping.delete_older_than(DAY0 + DAY_SECONDS))
+        freed = out["partitions"]["bytes_before"] - out["partitions"]["bytes_after"]
+        out["partitions"]["same_bytes_freed_from_a_file_seconds"] = free_file_seconds(freed)
 
         # the same store's row retention, as before partitions (the spans' and outbox rows of
         # day 2 deleted one by one; no partition dropped)
