@@ -33,6 +33,7 @@ the scraped names stay predictable. Observed in a real scrape
     spanjudge_planner_late_spans_total                  counter    (none)
     spanjudge_planner_replanned_total                   counter    kind
     spanjudge_store_file_changes_total                  counter    (none)
+    spanjudge_ingest_spans_total                        counter    outcome
 
 Plus ``target_info`` (resource attributes) from the exporter. Dashboards and alert rules under
 ``deploy/`` use these scraped names.
@@ -144,6 +145,12 @@ REPLANNED_KINDS: Final = ("trace", "conversation")
 # Times the SQLite store file was found deleted or replaced while open (SQLiteStore.file_changes;
 # no series for a PostgreSQL store)
 STORE_FILE_CHANGES: Final = "spanjudge.store.file_changes"
+# Counter of received spans by what the worker's ingest did with them (spanjudge/worker/keep.py),
+# labels: outcome (stored | not_sampled: no rule can pick the trace, not stored | held: waiting
+# for the span naming the conversation | released: stored out of that buffer | expired: no
+# conversation named in time | overflow: dropped from the full buffer)
+INGEST_SPANS: Final = "spanjudge.ingest.spans"
+INGEST_OUTCOMES: Final = ("stored", "not_sampled", "held", "released", "expired", "overflow")
 
 # label keys
 L_KIND: Final = "kind"
@@ -160,3 +167,4 @@ L_REASON: Final = "reason"
 L_CODE: Final = "code"
 L_ENCODING: Final = "encoding"
 L_HELD: Final = "held"
+L_OUTCOME: Final = "outcome"

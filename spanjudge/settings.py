@@ -119,6 +119,46 @@ class WorkerSettings(LoopSettings, BaseSettings):
         le=86400,
         description="Enrich mode: the longest a span waits for its scores.",
     )
+    ingest_hold_max_spans: int = Field(
+        default=100_000,
+        gt=0,
+        description="Rules sampling by conversation: spans held in memory until their trace "
+        "names its conversation; past it the oldest are dropped (counted, WARNING).",
+    )
+    ingest_hold_seconds: Number = Field(
+        default=60.0,
+        gt=0,
+        le=86400,
+        description="Rules sampling by conversation: how long a trace's spans wait for the "
+        "span naming its conversation before they are dropped.",
+    )
+    # the worker's numbers (spanjudge/worker/numbers.py) and the review CLI's defaults
+    interval_window_seconds: Number = Field(
+        default=86400.0,
+        ge=60,
+        le=366 * 86400,
+        description="The period the interval gauges and `scores --summary` sum results over.",
+    )
+    regression_window_seconds: Number = Field(
+        default=7 * 86400.0,
+        ge=60,
+        le=366 * 86400,
+        description="The period the regression check and `compare` sum results over.",
+    )
+    regression_alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=0.5,
+        description="Error rate of each regression decision over its whole life (the "
+        "confidence sequences are 1 - alpha).",
+    )
+    segment_cap: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Segments per rule in the interval gauges and `scores --summary`; the "
+        "rest are folded into 'other' (Prometheus series stay bounded).",
+    )
     judge_model: JudgeModel = Field(
         default="gpt-4o", description="The judge: any litellm model name."
     )
