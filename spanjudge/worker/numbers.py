@@ -184,9 +184,9 @@ class NumbersWatch:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        self.check()  # the first round runs even when stop() follows at once
+        while not self._stop.wait(self.config.interval_refresh_seconds):
             self.check()
-            self._stop.wait(self.config.interval_refresh_seconds)
 
     def rows(self) -> dict[str, Rows]:
         """Every gauge's (value, labels) rows, recomputed at most once per refresh."""

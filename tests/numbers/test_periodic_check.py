@@ -101,3 +101,34 @@ def test_a_failing_store_is_logged_and_retried_never_raised(
     with caplog.at_level(logging.WARNING, logger="spanjudge.regressions"):
         numbers.check()
     assert any("numbers check failed" in r.getMessage() for r in caplog.records)
+
+
+def test_the_worker_starts_the_check_with_its_loop_and_stops_it_on_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.settings import load_settings
+    from spanjudge.worker.service import Worker
+
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    seeded = open_store(url)
+    fill(seeded, {"1.4.0": 0.95, "1.5.0": 0.70}, 300)
+    seeded.close()
+    settings = load_settings(
+        None, store_url=url, regression_baseline={"key": "service.version"},
+        interval_refresh_seconds=3600,
+        rules=[{"metric": "faithfulness", "target": "llm", "name": "faith"}],
+    )  # fmt: skip
+    worker = Worker(settings, judge=OfflineJudge(), span_exporter=InMemorySpanExporter(),
+                    log_exporter=InMemoryLogRecordExporter())  # fmt: skip
+    assert worker.numbers is not None
+    with caplog.at_level(logging.WARNING, logger="spanjudge.regressions"):
+        worker.start_background()
+        thread = worker.numbers._thread
+        assert thread is not None and thread.is_alive()
+        worker.shutdown(10)  # joins the check: its first round has logged by then
+    assert not thread.is_alive()
+    assert len(regression_warnings(caplog)) == 2
