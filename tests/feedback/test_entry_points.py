@@ -81,7 +81,10 @@ def test_the_function_stays_reachable_after_its_module_is_imported() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"metric": "faithfullness"}, "unknown metric 'faithfullness'; known: bias, faithfulness"),
+        (
+            {"metric": "faithfullness"},
+            "unknown metric 'faithfullness'; known: argument_correctness, bias, faithfulness",
+        ),
         ({"score": 1.5}, "score: Input should be less than or equal to 1"),
         ({"score": -0.1}, "score: Input should be greater than or equal to 0"),
         ({"score": float("nan")}, "score: Input should be a finite number"),
