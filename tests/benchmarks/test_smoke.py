@@ -42,6 +42,13 @@ def _check_interop(doc: dict[str, Any]) -> None:
     assert row["duplicates"] == row["evaluated_not_owed"] == row["errors"] == 0
 
 
+def _check_agents(doc: dict[str, Any]) -> None:
+    (row,) = doc["frameworks"]
+    assert row["recording"] == "agent-pydantic-ai"
+    assert row["scored_right_trajectory"] == row["agent_evaluations_owed"] == 15
+    assert all(c["found"] and not c["false_alarms"] for c in row["checks"].values())
+
+
 def _check_judge_cost(doc: dict[str, Any]) -> None:
     assert doc["cases"] > 0
     assert all(m["errors"] == 0 for m in doc["per_metric"].values())
@@ -49,6 +56,11 @@ def _check_judge_cost(doc: dict[str, Any]) -> None:
     # the judge-result cache answers every question of the renamed rules
     assert passes["second"]["judge_calls"] == 0
     assert passes["first"]["judge_calls"] > 0
+    # agents: ours and deepeval's agent metrics on the same recorded turns, none failing
+    for row in doc["agents"]["per_metric"].values():
+        for side in (row["ours"], row["deepeval"]):
+            assert side["errors"] == 0 and side["scored"] > 0
+        assert row["ours"]["judge_calls_per_case"] <= row["deepeval"]["judge_calls_per_case"]
 
 
 def _check_online(doc: dict[str, Any]) -> None:
@@ -69,6 +81,15 @@ def _check_overhead(doc: dict[str, Any]) -> None:
 
 
 PLANNING_RULE_SETS = ("sampled_3.25pct", "every_turn", "sampled_3.25pct_and_conversation_rule")
+
+
+def _check_ingest(doc: dict[str, Any]) -> None:
+    runs = {(r["store"], r["rate"]): r for r in doc["runs"]}
+    assert set(runs) == {(s, rate) for s in ("sqlite", "postgres") for rate in (1.0, 0.01)}
+    for (_, rate), run in runs.items():
+        assert run["spans"] > 0 and run["refused"] == 0
+        assert (run["stored_share"] == 1.0) if rate == 1.0 else (run["stored_share"] < 0.2)
+    assert doc["model"]["postgres"]["database_cores"] is not None
 
 
 def _check_planning(doc: dict[str, Any]) -> None:
@@ -137,10 +158,21 @@ def _check_sampling(doc: dict[str, Any]) -> None:
     assert doc["through_planner"]["jobs_with_an_allocated_probability"] > 0
 
 
+def _check_retention(doc: dict[str, Any]) -> None:
+    small, large = doc["runs"]
+    for run in (small, large):
+        # a tenth of the store goes either way: a day dropped whole, the next deleted by rows
+        assert (
+            run["partitions"]["spans_removed"] == run["rows"]["spans_removed"] == run["spans"] // 10
+        )
+        assert run["partitions"]["bytes_after"] < run["partitions"]["bytes_before"]
+
+
 # script -> (extra arguments, top-level keys, outcome checks); the slowest first, so the three
 # parallel runs overlap them with the quick ones
 SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]] = {
     "scale": ([], {"machine", "judge", "memory", "scale_out", "lag"}, _check_scale),
+    "ingest": ([], {"machine", "goal", "runs", "speedup_over_100pct", "model"}, _check_ingest),
     "worker": (
         [],
         {
@@ -174,6 +206,7 @@ SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]]
             "per_metric",
             "geval",
             "backfill_twice",
+            "agents",
         },
         _check_judge_cost,
     ),
@@ -183,6 +216,7 @@ SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]]
         _check_online,
     ),
     "interop": ([], {"benchmark", "machine", "judge", "libraries"}, _check_interop),
+    "agents": ([], {"benchmark", "machine", "judge", "goal", "frameworks"}, _check_agents),
     "overhead": (
         ["--log-dir", "{tmp}"],
         {"benchmark", "method", "machine", "ratios", "runs"},
@@ -196,6 +230,7 @@ SCRIPTS: dict[str, tuple[list[str], set[str], Callable[[dict[str, Any]], None]]]
     "store_write": ([], {"benchmark", "spans", "sqlite", "postgresql"}, _check_store_write),
     "summaries": ([], {"benchmark", "machine", "postgresql"}, _check_summaries),
     "sampling": ([], {"benchmark", "runs", "samplers", "budget_over_fixed_calls"}, _check_sampling),
+    "retention": ([], {"benchmark", "machine", "runs"}, _check_retention),
 }
 
 
