@@ -135,7 +135,7 @@ class Worker:
                 telemetry=self.telemetry,
                 clock=clock,
             )
-        logger.info("ingest: %s", plan.describe())
+        self._ingest_plan = plan.describe()
         self.gate = IngestGate(
             self.store,
             max_pending_spans=settings.max_pending_spans,
@@ -254,6 +254,8 @@ class Worker:
             len(self.rules),
             redact_url(self.settings.store_url),
         )
+        # after the listening line: a setup mistake stays the only line a failed start prints
+        logger.info("ingest: %s", self._ingest_plan)
         import asyncio
         import signal
 

@@ -114,7 +114,9 @@ def _check_reliability(doc: dict[str, Any]) -> None:
 
 
 def _check_scale(doc: dict[str, Any]) -> None:
-    assert doc["memory"]["spans_received"] == 1300
+    # --smoke asks for 1,300 spans, sent in whole requests of demo turns (their size follows
+    # the demo app's spans per turn)
+    assert 1300 <= doc["memory"]["spans_received"] < 1300 + 200
     assert doc["memory"]["evaluations"] > 0
     (run,) = doc["scale_out"]
     assert (run["workers"], run["evaluations"], run["errors"]) == (1, 8, 0)

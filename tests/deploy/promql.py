@@ -64,6 +64,7 @@ INSTRUMENT_KINDS = {
     mn.PLANNER_LATE_SPANS: _COUNTER,
     mn.PLANNER_REPLANNED: _COUNTER,
     mn.STORE_FILE_CHANGES: _COUNTER,
+    mn.INGEST_SPANS: _COUNTER,
     # the worker's numbers (spanjudge/worker/numbers.py), on the same meter
     **dict.fromkeys(numbers.METRICS, _GAUGE),
 }

@@ -30,9 +30,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "support"  # the app's Phoenix project; the worker joins it by a resource attribute
-# the demo traffic: 8 LLM calls, 8 agent turns, 1 conversation, 2 rules on the 2 turns that
-# called a tool
-EVALUATIONS = 21
+# the demo traffic under the worker's three rules (tests/worker/conftest.py base_config): 8 LLM
+# calls, 8 agent turns, 1 conversation
+EVALUATIONS = 17
+# the demo itself has two more rules, on the 2 turns that called a tool
+DEMO_EVALUATIONS = 21
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +149,6 @@ def test_the_demo_against_phoenix_exits_0_and_says_what_landed(phoenix: PhoenixS
     out = run_demo("--otlp-endpoint", phoenix.url)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = " ".join(out.stdout.split())
-    assert f"evaluation spans: {EVALUATIONS} of {EVALUATIONS} accepted" in text
-    assert f"events: 0 of {EVALUATIONS}: {phoenix.url}/v1/logs answered HTTP 405" in text
+    assert f"evaluation spans: {DEMO_EVALUATIONS} of {DEMO_EVALUATIONS} accepted" in text
+    assert f"events: 0 of {DEMO_EVALUATIONS}: {phoenix.url}/v1/logs answered HTTP 405" in text
     assert "failed:" not in text  # the table's reasons may say a tool call failed
