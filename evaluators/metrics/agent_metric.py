@@ -59,11 +59,13 @@ class AgentMetric(BaseMetric):
 
     required_fields: ClassVar[tuple[str, ...]] = ("input", "trajectory")
     targets: ClassVar[tuple[str, ...]] = AGENT_TARGETS
+    """Rule targets this metric may run on; a settings rule with another target is an error."""
     reads_trajectory: ClassVar[bool] = True
     """The judge-result cache keys these metrics by the trajectory too."""
-    """Rule targets this metric may run on; a settings rule with another target is an error."""
     default_template: ClassVar[type[Any]]
 
+    # the metrics built on this take exactly these parameters (deepeval's); a TOML rule's
+    # params are checked against this signature
     def __init__(
         self,
         threshold: float = 0.5,

@@ -81,26 +81,6 @@ class ArgumentCorrectnessMetric(AgentMetric):
     display_name = "Argument Correctness"
     default_template = ArgumentCorrectnessTemplate
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        strict_mode: bool = False,
-        async_mode: bool = True,
-        verbose_mode: bool = False,
-        evaluation_template: type[ArgumentCorrectnessTemplate] = ArgumentCorrectnessTemplate,
-    ) -> None:
-        super().__init__(
-            threshold,
-            model,
-            include_reason,
-            strict_mode,
-            async_mode,
-            verbose_mode,
-            evaluation_template,
-        )
-
     def _reset_intermediate(self) -> None:
         super()._reset_intermediate()
         self.verdicts: list[ArgumentVerdict] = []

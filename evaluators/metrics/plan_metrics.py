@@ -119,26 +119,6 @@ JSON:"""
 class _PlanMetric(AgentMetric):
     verdict_schema: ClassVar[type[BaseModel]]
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        strict_mode: bool = False,
-        async_mode: bool = True,
-        verbose_mode: bool = False,
-        evaluation_template: type[Any] | None = None,
-    ) -> None:
-        super().__init__(
-            threshold,
-            model,
-            include_reason,
-            strict_mode,
-            async_mode,
-            verbose_mode,
-            evaluation_template,
-        )
-
     def _reset_intermediate(self) -> None:
         super()._reset_intermediate()
         self.plan: list[str] = []
