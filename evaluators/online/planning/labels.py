@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.sampler import rule_keeps
+from spanjudge.evaluators.online.planning.sampler import target_kept
 from spanjudge.evaluators.online.rebuild.loading import load_traces
 from spanjudge.evaluators.online.rebuild.targets import find_targets, target_tree, with_conversation
 from spanjudge.exporters.store import JobSpec
@@ -87,14 +87,7 @@ class LabelWatch:
                     rate = planner.allocation.probability(rule, target, spans, now)
                     tree = tree or target_tree(spans)
                     target = with_conversation(target, tree)
-                    if not rule_keeps(
-                        rule.name,
-                        rule.sample_by,
-                        target.target_id,
-                        target.trace_id,
-                        target.conversation_id,
-                        rate,
-                    ):
+                    if not target_kept(rule, target, rate):
                         continue
                     spec = planner.admit(rule, target, report, now, rate)
                     if spec is not None:

@@ -32,7 +32,7 @@ from spanjudge.evaluators.online.planning.late import (
     late_among,
 )
 from spanjudge.evaluators.online.planning.rules import Rule
-from spanjudge.evaluators.online.planning.sampler import Budget, rule_keeps
+from spanjudge.evaluators.online.planning.sampler import Budget, target_kept
 from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_traces
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
 from spanjudge.evaluators.online.rebuild.targets import (
@@ -369,8 +369,7 @@ class Planner:
             if rule.has_target
             else rule.sample_rate
         )
-        by, conv = rule.sample_by, target.conversation_id
-        if rule_keeps(rule.name, by, target.target_id, target.trace_id, conv, rate):
+        if target_kept(rule, target, rate):
             return rate
         self.skip(rule, "not_sampled", report)
         return None

@@ -17,9 +17,12 @@ import math
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
+
+if TYPE_CHECKING:
+    from spanjudge.evaluators.online.rebuild.targets import Target
 
 _TWO_64 = float(2**64)
 RATE_BUDGET = "rate_budget"
@@ -97,6 +100,13 @@ def rule_keeps(
     if sample_by in ("trace", "conversation") and trace_id:
         return keeps(trace_id, rate)
     return is_sampled(rule_name, target_id, rate)
+
+
+def target_kept(rule: SamplingRule, target: Target, rate: float) -> bool:
+    """:func:`rule_keeps` for a planned ``target`` (its id, trace and conversation)."""
+    return rule_keeps(
+        rule.name, rule.sample_by, target.target_id, target.trace_id, target.conversation_id, rate
+    )
 
 
 class SamplingRule(Protocol):

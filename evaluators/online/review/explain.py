@@ -42,7 +42,7 @@ from spanjudge.evaluators.online.planning.coverage import (
     unrecognised,
 )
 from spanjudge.evaluators.online.planning.rules import Rule
-from spanjudge.evaluators.online.planning.sampler import rule_keeps
+from spanjudge.evaluators.online.planning.sampler import target_kept
 from spanjudge.evaluators.online.rebuild.cases import build_case
 from spanjudge.evaluators.online.rebuild.dialects import generic, read_span
 from spanjudge.evaluators.online.rebuild.scope import SpanTree
@@ -329,14 +329,7 @@ def _rule_verdict(rule: Rule, target: Target, spans: list[SpanRecord], rate: flo
         metric=str(getattr(rule.metric, "name", type(rule.metric).__name__)),
         target_type=target.target_type,
         passes_filter=rule.matches(target, SpanTree([s for s in spans if not is_evaluation(s)])),
-        sampled=rule_keeps(
-            rule.name,
-            rule.sample_by,
-            target.target_id,
-            target.trace_id,
-            target.conversation_id,
-            rate,
-        ),
+        sampled=target_kept(rule, target, rate),
         sample_rate=rate,
         case=None if isinstance(built, Skip) else _fields(built),
         skip=built.reason if isinstance(built, Skip) else None,
