@@ -40,7 +40,7 @@ from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
 from spanjudge.exporters.records import EvaluationRecord, SpanRecord
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.worker.service import Worker
-from tests.interop.conftest import FIXTURES, Replayed, replay
+from tests.interop.conftest import FIXTURES, Replayed, config_with, replay
 
 sys.path.insert(0, str(Path(__file__).parent / "record"))
 import agent_scenario as sc
@@ -61,24 +61,14 @@ FIELDS = ("steps", "tool_names", "arguments", "results", "handoffs", "agents", "
 # the fields "the right trajectory" needs (issue 28: every step, in order, with names,
 # arguments and results); agents, task and output are reported beside them
 REQUIRED = ("steps", "tool_names", "arguments", "results", "handoffs")
-SETTLE, IDLE = 0.3, 0.5
 
 
 def agent_config(judge: ScriptedJudgeServer, store_url: str, downstream: str) -> dict[str, Any]:
-    return {
-        "store_url": store_url,
-        "downstream_endpoint": downstream,
-        "outputs": ["span"],
-        "judge_model": "openai/scripted-judge",
-        "judge_options": {"api_base": judge.base_url, "api_key": "x"},
-        "settle_seconds": SETTLE,
-        "idle_seconds": IDLE,
-        "retention_seconds": None,
-        "rules": [
-            {"metric": metric, "target": "agent", "name": name, "params": params}
-            for name, (metric, params) in AGENT_RULES.items()
-        ],
-    }
+    rules = [
+        {"metric": metric, "target": "agent", "name": name, "params": params}
+        for name, (metric, params) in AGENT_RULES.items()
+    ]
+    return config_with(rules, judge, store_url, downstream)
 
 
 def _read_back(worker: Worker, done: Replayed) -> None:

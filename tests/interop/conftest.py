@@ -93,6 +93,14 @@ def worker_config(judge: ScriptedJudgeServer, store_url: str, downstream: str) -
             "params": {"relevant_topics": RELEVANT_TOPICS},
         }
     )
+    return config_with(rules, judge, store_url, downstream)
+
+
+def config_with(
+    rules: list[dict[str, Any]], judge: ScriptedJudgeServer, store_url: str, downstream: str
+) -> dict[str, Any]:
+    """A worker's settings for replaying recordings: ``rules``, the scripted judge, short
+    timings, scores out as spans to ``downstream``."""
     return {
         "store_url": store_url,
         "downstream_endpoint": downstream,
