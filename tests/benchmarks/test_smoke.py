@@ -271,6 +271,23 @@ def test_every_benchmark_script_has_a_smoke_case() -> None:
     assert scripts == set(SCRIPTS)
 
 
+# a part -> the script whose smoke run drives it, and the key of that run's JSON it fills (its
+# check above asserts on it): a part nobody's smoke run imports would stop working unseen
+PARTS = {
+    "_judge_cost_agents": ("judge_cost", "agents"),
+    "_reliability_receiver": ("reliability", "rows"),
+}
+
+
+def test_every_benchmark_part_is_driven_by_a_smoke_run() -> None:
+    parts = {p.stem for p in BENCHMARKS.glob("_*.py")}
+    assert parts == set(PARTS)
+    for part, (script, key) in PARTS.items():
+        source = (BENCHMARKS / f"{script}.py").read_text(encoding="utf-8")
+        assert f"from {part} import" in source, (part, script)
+        assert key in SCRIPTS[script][1], (part, key)
+
+
 @pytest.mark.timeout(RUN_TIMEOUT + 60)
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_smoke_mode_prints_its_json(
