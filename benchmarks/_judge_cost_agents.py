@@ -25,14 +25,19 @@ from typing import Any
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 os.environ.setdefault("DEEPEVAL_UPDATE_WARNING_OPT_IN", "NO")
 
-from spanjudge.evaluators import ConversationalTestCase, LLMTestCase, Turn
-from spanjudge.evaluators.deepeval_bridge import DeepEvalMetric, as_deepeval_model
-from spanjudge.evaluators.metrics import ToolErrorCheck
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.cases import default_case
-from spanjudge.evaluators.online.rebuild.targets import find_targets
-from spanjudge.evaluators.test_case import ToolCall
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
+from spanjudge.evaluators._judge.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    ToolCall,
+    Turn,
+)
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.targets import find_targets
 
 AGENTS = Path(__file__).resolve().parents[1] / "tests" / "interop" / "fixtures" / "agents"
 FRAMEWORKS = ("crewai", "langgraph", "openai-agents", "pydantic-ai", "strands")
@@ -130,7 +135,7 @@ def metric_pairs(judge: Any, model: Any) -> list[tuple[str, str, str, Any, Any]]
     bridge's default when the metric was given none), its one selection call."""
     from deepeval import metrics as de
 
-    from spanjudge.evaluators import metrics as ours
+    from spanjudge.evaluators._judge import metrics as ours
 
     return [
         ("task_completion", "turn", "turn", ours.TaskCompletionMetric(model=judge),

@@ -144,7 +144,7 @@ class Worker:
 
     def wait(self, done: Callable[[Any], bool], timeout: float) -> float:
         """Poll the worker's store until ``done(store)``; seconds taken."""
-        from spanjudge.exporters.store import SQLiteStore
+        from spanjudge._store.sqlite import SQLiteStore
 
         started = time.monotonic()
         store = SQLiteStore(self.path)
@@ -157,7 +157,7 @@ class Worker:
 
     def finish(self, sink: Any, expected: set[str]) -> dict[str, Any]:
         """Stop the worker (SIGTERM: in-flight work stored and sent) and count."""
-        from spanjudge.exporters.store import SQLiteStore
+        from spanjudge._store.sqlite import SQLiteStore
 
         code = self.process.terminate()
         store = SQLiteStore(self.path)
@@ -300,8 +300,8 @@ def row_late_spans(tmp: Path, judge_url: str, cases: int) -> dict[str, Any]:
 
 
 def row_judge_outage(tmp: Path, cases: int, delay: float, outage: float) -> dict[str, Any]:
-    from spanjudge.evaluators.online.loop.config import MonitorConfig
-    from spanjudge.evaluators.online.loop.runner import retry_window
+    from spanjudge.evaluators._loop.config import MonitorConfig
+    from spanjudge.evaluators._loop.runner import retry_window
 
     sink = Sink()
     sink.up()

@@ -3,7 +3,7 @@
 
 Each run starts a real worker process (its evaluation loop parked: only ingest is measured)
 whose one rule samples agent turns by trace at the run's rate (``sample_by = "trace"``), so the
-worker stores only the spans of the traces the rule can pick (spanjudge/worker/keep.py). A
+worker stores only the spans of the traces the rule can pick (spanjudge/worker/keep_policy.py). A
 separate load process posts OTLP/HTTP protobuf batches of demo agent traces (the real tracer's
 spans, 60 turns a request), every trace with a fresh random trace id spliced into the same
 encoded body, over keep-alive connections, as fast as the worker answers.

@@ -37,20 +37,15 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from spanjudge.evaluators import (
-    BiasMetric,
-    ConversationalGEval,
-    ConversationalTestCase,
-    FaithfulnessMetric,
-    GEval,
-    LLMTestCase,
-    TopicAdherenceMetric,
-    Turn,
-    evaluate,
-)
-from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.metrics.faithfulness import truth_cache
-from spanjudge.evaluators.metrics.geval_steps import steps_cache
+from spanjudge.evaluators._judge.evaluate import evaluate
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric, truth_cache
+from spanjudge.evaluators._judge.metrics.geval import GEval
+from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _judge_cost_agents import FRAMEWORKS, run_agents
@@ -160,7 +155,7 @@ def naive_calls(metric_name: str, data: Any, case: Any) -> tuple[int, int]:
         return 4, 3 + max(verdicts, 1)
     if metric_name == "bias":  # opinions + verdicts + reason
         return 3, 2 + max(verdicts, 1)
-    from spanjudge.evaluators.metrics.topic_adherence import unit_interactions
+    from spanjudge.evaluators._judge.metrics.topic_adherence import unit_interactions
 
     units = len(unit_interactions(case.turns))
     return units + verdicts + 1, units + verdicts + 1  # already one verdict call per pair
@@ -411,7 +406,7 @@ def _messages(role: str, text: str) -> str:
 def case_spans(case: LLMTestCase, number: int) -> list[Any]:
     """One trace per case, as our tracer writes it: an agent turn, its retrieval (when the case
     has a context) and the LLM call that answered."""
-    from spanjudge.exporters.records import SpanRecord
+    from spanjudge._core.span_record import SpanRecord
     from spanjudge.tracer import attributes as attrs
 
     trace_id = f"{number + 1:032x}"
@@ -456,9 +451,10 @@ def run_backfill_twice(latency: float, concurrency: int) -> dict[str, Any]:
     call; a third pass with the cache off shows what it would have cost."""
     import tempfile
 
-    from spanjudge.evaluators import MonitorConfig, Rule
-    from spanjudge.evaluators.online.loop.monitor import Monitor
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
+    from spanjudge.evaluators._loop.config import MonitorConfig
+    from spanjudge.evaluators._loop.monitor import Monitor
+    from spanjudge.evaluators._plan.rules import Rule
 
     cases = [c for c in build_cases() if isinstance(c, LLMTestCase)]
     passes: list[dict[str, Any]] = []

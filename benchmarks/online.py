@@ -32,13 +32,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
-from spanjudge.evaluators.judges import Judge, LiteLLMJudge, Usage
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import open_store
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import open_store
+from spanjudge.evaluators._judge.judges.base import Judge, Usage
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 
 HERE = Path(__file__).resolve().parent
 JUDGE_PROCESS = """

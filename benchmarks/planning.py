@@ -49,7 +49,7 @@ def demo_records(traces: int) -> list[Any]:
     """``traces`` demo agent traces as span records (20 turns traced, then copied with new ids)."""
     from worker import demo_turns_request, remapped
 
-    from spanjudge.exporters.otlp.decode import records_from_request
+    from spanjudge._receive.decode import records_from_request
 
     base = demo_turns_request(20)
     per_request = len(
@@ -63,9 +63,11 @@ def demo_records(traces: int) -> list[Any]:
 
 def run_once(traces: int) -> dict[str, Any]:
     """One store per rule set, filled then planned; traces planned per second."""
-    from spanjudge.evaluators import BiasMetric, Rule, TopicAdherenceMetric
-    from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+    from spanjudge.evaluators._plan.planner import Planner, TickReport
+    from spanjudge.evaluators._plan.rules import Rule
 
     records = demo_records(traces)
     out: dict[str, Any] = {"spans": len(records)}

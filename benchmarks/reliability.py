@@ -112,7 +112,7 @@ def change(fault: float, base: float) -> float | None:
 
 def agent_records(n: int, arrival: float) -> list[Any]:
     """``n`` one-span agent turns (the shape ``@observe(kind="agent")`` writes)."""
-    from spanjudge.exporters.records import SpanRecord
+    from spanjudge._core.span_record import SpanRecord
 
     records = []
     t = int(arrival * 1e9)
@@ -143,9 +143,9 @@ def agent_records(n: int, arrival: float) -> list[Any]:
 
 
 def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opts: Any) -> Any:
-    from spanjudge.evaluators.metrics import BiasMetric
-    from spanjudge.evaluators.online import Rule
-    from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators._plan.rules import Rule
 
     rule = Rule(
         BiasMetric(model=judge, include_reason=False),
@@ -165,7 +165,7 @@ def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opt
 def otlp_emitter(url: str) -> Any:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from spanjudge.exporters.emit.emitter import ScoreEmitter
+    from spanjudge.exporters._emit.emitter import ScoreEmitter
 
     return ScoreEmitter(span_exporter=OTLPSpanExporter(endpoint=url, timeout=2))
 
@@ -250,7 +250,7 @@ def stop_judge(proc: Any) -> int | None:
 
 
 def litellm_judge(base_url: str, **opts: Any) -> Any:
-    from spanjudge.evaluators.judges import LiteLLMJudge
+    from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
     return LiteLLMJudge("openai/scripted-judge", api_base=base_url, api_key="sk-bench", **opts)
 
@@ -286,7 +286,7 @@ def count(store: Any, sink: Sink, expected_ids: set[str]) -> dict[str, Any]:
 
 def stored_agent_targets(path: Path, sample_rate: float) -> set[str]:
     """Agent span ids stored in the SQLite file that the rule samples."""
-    from spanjudge.evaluators.online.planning.sampler import is_sampled
+    from spanjudge.evaluators._plan.sampler import is_sampled
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
@@ -345,7 +345,7 @@ JUDGE_FAULTS = {
 def row_judge(name: str, fault: str, cases: int, tmp: Path) -> dict[str, Any]:
     """``cases`` stored agent turns; every 3rd judge request faults (for ``refused``: the judge
     is down for the first seconds of the run); the monitor must end with one result each."""
-    from spanjudge.exporters.store import SQLiteStore
+    from spanjudge._store.sqlite import SQLiteStore
 
     path = tmp / f"judge-{fault}.db"
     store = SQLiteStore(path)
@@ -424,8 +424,8 @@ def role_app(args: argparse.Namespace) -> None:
 
     import spanjudge
     from spanjudge import observe
-    from spanjudge.exporters.store import SQLiteStore
-    from spanjudge.exporters.store.span_exporter import StoreSpanExporter
+    from spanjudge._store.sqlite import SQLiteStore
+    from spanjudge.exporters._store_spans import StoreSpanExporter
 
     cfg = json.loads(args.config)
     slow = threading.Event()
@@ -659,15 +659,15 @@ class DiskFull(Fault):
     the app's writes then fail with "database or disk is full" until they are deleted."""
 
     def __init__(self, path: Path, max_pages: int) -> None:
-        from spanjudge.exporters.store import SQLiteStore
+        from spanjudge._store.sqlite import SQLiteStore
 
         self.filler = SQLiteStore(path, pragmas={"max_page_count": max_pages})
         self.n = 0
         self.closed = False
 
     def _fill(self, attributes: dict[str, str], limit: int) -> None:
-        from spanjudge.exporters.records import SpanRecord
-        from spanjudge.exporters.store import StoreError
+        from spanjudge._core.span_record import SpanRecord
+        from spanjudge._store.models import StoreError
 
         try:
             for _ in range(limit):
@@ -734,7 +734,7 @@ def app_row(
     sample_rate: float,
     catch_up_seconds: float,
 ) -> dict[str, Any]:
-    from spanjudge.exporters.store import SQLiteStore
+    from spanjudge._store.sqlite import SQLiteStore
 
     path = tmp / f"app-{kind}.db"
     sink = Sink()
@@ -872,7 +872,7 @@ def app_row(
 def role_evaluator(args: argparse.Namespace) -> None:
     """A Monitor in its own process: ``--finish`` ticks until nothing is left and prints what
     it did; otherwise it ticks until killed."""
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     store = open_store(args.store)
     judge = litellm_judge(args.judge, timeout=10.0)
@@ -900,7 +900,7 @@ def role_evaluator(args: argparse.Namespace) -> None:
 
 
 def row_kill(cases: int, kills: int, tmp: Path, rng: random.Random) -> dict[str, Any]:
-    from spanjudge.exporters.store import SQLiteStore
+    from spanjudge._store.sqlite import SQLiteStore
 
     path = tmp / "kill.db"
     store = SQLiteStore(path)

@@ -36,10 +36,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from spanjudge.exporters.store.items import StoreError
-from spanjudge.exporters.store.partitions import DAY_NS, DAY_SECONDS, Partitions, arrival_day
-from spanjudge.exporters.store.postgres import PostgresStore
-from spanjudge.exporters.store.spans import SpanQueries
+from spanjudge._store.models import StoreError
+from spanjudge._store.partitions import DAY_NS, DAY_SECONDS, Partitions, arrival_day
+from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.spans import SpanQueries
 
 ROOT = Path(__file__).resolve().parents[1]
 DAYS = 10
@@ -170,7 +170,7 @@ def vacuum(url: str, schema: str, day: int) -> None:
     import psycopg
     from psycopg import sql
 
-    from spanjudge.exporters.store.partitions import partition_name
+    from spanjudge._store.partitions import partition_name
 
     with psycopg.connect(url, autocommit=True) as conn:
         for table in ("spans", "outbox"):

@@ -7,7 +7,7 @@ version 1.5.0, whose pass rate drops from 0.92 to 0.85 (the planted regression),
 
 * the **budget sampler**: a rule with ``target_half_width`` (0.05), ``sample_rate`` 0.05 as the
   cold-start rate and ``risk_sample_rate`` 0.25. Its probabilities come from the real
-  :class:`~spanjudge.evaluators.online.planning.allocation.Allocation` refreshed every hour
+  :class:`~spanjudge.evaluators._plan.allocation.Allocation` refreshed every hour
   over the sums of the last 24 hours (a store stand-in answers ``summary_sums``), the new-version
   risk signal from the real ``risk_signals`` (once per version and hour), the decision from the
   real ``is_sampled`` hash;
@@ -45,16 +45,16 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.allocation import Allocation
-from spanjudge.evaluators.online.planning.risk import risk_signals
-from spanjudge.evaluators.online.planning.sampler import is_sampled
-from spanjudge.evaluators.online.rebuild.targets import Target
-from spanjudge.evaluators.online.review.estimates import pass_rate
-from spanjudge.evaluators.online.review.regressions import WORSE, compare_pass_rate
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store.summaries import SegmentSums
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.summaries import SegmentSums
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._plan.allocation import Allocation
+from spanjudge.evaluators._plan.risk import risk_signals
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._plan.sampler import is_sampled
+from spanjudge.evaluators._rebuild.targets import Target
+from spanjudge.evaluators._review.estimates import pass_rate
+from spanjudge.evaluators._review.regressions import WORSE, compare_pass_rate
 
 DAY, HOUR = 86400.0, 3600.0
 # segment -> (targets per day, true pass rate)
@@ -285,9 +285,9 @@ def through_planner(days: int, half_width: float, scale: float) -> dict[str, Any
     spans written, planned each hour, jobs claimed and completed by the stub judge, the
     allocation read from the store's own summary sums. Judge calls and the day's estimate per
     segment, and how many jobs recorded a probability other than the rule's rate."""
-    from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-    from spanjudge.exporters.records import EvaluationRecord
-    from spanjudge.exporters.store import SQLiteStore
+    from spanjudge._core.span_record import EvaluationRecord
+    from spanjudge._store.sqlite import SQLiteStore
+    from spanjudge.evaluators._plan.planner import Planner, TickReport
 
     rng = random.Random(7)
     rule = Rule(FaithfulnessMetric(model="stub"), name="faith", sample_rate=COLD_RATE,

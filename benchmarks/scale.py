@@ -277,7 +277,7 @@ def bench_memory(
                     time.sleep(ahead)
         done.set()
 
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     store = open_store(f"sqlite:///{tmp}/memory.db")
     samples: list[dict[str, Any]] = []
@@ -443,7 +443,7 @@ def bench_scale(
     spread round-robin over the workers' receivers) posted at once."""
     import httpx
 
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     schema = f"sjscale_{uuid.uuid4().hex[:8]}"
     judge, backend, config = timed_setup(
@@ -572,7 +572,7 @@ def bench_lag(
     calls_per_eval = calls / max(len(lags) + 2 * concurrency, 1)
     # where the lag goes: posted -> evaluation started (settle, tick, planning, a free slot),
     # started -> finished (judge calls, result stored), finished -> evaluation span received
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     store = open_store(f"sqlite:///{tmp}/lag.db")
     try:

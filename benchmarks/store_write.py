@@ -25,9 +25,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from spanjudge.exporters.convert import span_to_record
-from spanjudge.exporters.store import SpanStore, SQLiteStore
-from spanjudge.exporters.store.span_exporter import StoreSpanExporter
+from spanjudge._store.base import SpanStore
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.exporters._convert import span_to_record
+from spanjudge.exporters._store_spans import StoreSpanExporter
 from spanjudge.tracer import attributes as attrs
 
 GOAL_SPANS_PER_SECOND = 20_000
@@ -140,7 +141,7 @@ def main() -> None:
         out["sqlite"]["exporter_spans_per_second"] >= GOAL_SPANS_PER_SECOND
     )
     if not args.no_postgres:
-        from spanjudge.exporters.store.postgres import PostgresStore
+        from spanjudge._store.postgres import PostgresStore
 
         schema = f"spanjudge_bench_{uuid.uuid4().hex[:8]}"
         pg = PostgresStore(args.postgres_url, schema=schema)

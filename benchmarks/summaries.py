@@ -31,9 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spanjudge.evaluators.online.review.estimates import fold_segments, summarize
-from spanjudge.evaluators.online.review.regressions import compare_segments
-from spanjudge.exporters.store.postgres import PostgresStore
+from spanjudge._store.postgres import PostgresStore
+from spanjudge.evaluators._review.estimates import fold_segments, summarize
+from spanjudge.evaluators._review.regressions import compare_segments
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0")

@@ -337,7 +337,7 @@ def bench_scale(
     import httpx
 
     from spanjudge._demo.judge import start_offline_judge
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     schema = f"sjbench_{uuid.uuid4().hex[:8]}"
     judge = start_offline_judge(latency=latency)
@@ -440,7 +440,7 @@ def bench_lag_steady(
     import httpx
 
     from spanjudge._demo.judge import start_offline_judge
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     judge = start_offline_judge(latency=latency)
     backend = NullBackend()
@@ -522,7 +522,7 @@ def ingest_rounds(args: Any, tmp: Path) -> dict[str, Any]:
     """Child-span and enrich ingest side by side: ``--rounds`` alternating pairs per store kind
     (fresh store each run), so a change in the machine's load hits both modes alike. Each
     round's ratio is enrich / child-span of that pair; the median ratio is the figure."""
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     out: dict[str, Any] = {}
     for kind in ("sqlite", "postgres"):
@@ -571,9 +571,9 @@ def _enrich_writer(store: Any) -> Any:
     """An enricher whose bias rule holds the agent spans, forwarding nowhere (in process)."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from spanjudge.evaluators.metrics import BiasMetric
-    from spanjudge.evaluators.online.enrich.forwarder import Enricher
-    from spanjudge.evaluators.online.planning.rules import Rule
+    from spanjudge.evaluators._enrich.forwarder import Enricher
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._plan.rules import Rule
 
     return Enricher([Rule(BiasMetric(), target="agent")], store, InMemorySpanExporter())
 
@@ -581,7 +581,7 @@ def _enrich_writer(store: Any) -> Any:
 def _write_batches(store: Any, enricher: Any, mode: str, bodies: Any) -> int:
     """Decode and write each received body as the worker does (enrich: with its outbox
     entries); the spans written."""
-    from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
+    from spanjudge._receive.decode import PROTOBUF, decode_traces
 
     spans = 0
     for body in bodies:
@@ -598,7 +598,7 @@ def write_pages(batches: int, stored: int) -> dict[str, Any]:
     a store already holding ``stored`` batches), child-span write against enrich write (the
     bias rule holds the agent spans). A page rewritten in each commit counts each time: what
     the commits cost on this store, without the machine's load in the figure."""
-    from spanjudge.exporters.store import SQLiteStore
+    from spanjudge._store.sqlite import SQLiteStore
 
     base = demo_turns_request(20)
     copies = iter(range(1, 10**9))
@@ -632,7 +632,7 @@ def write_cpu(batches: int, rounds: int) -> dict[str, Any]:
     this process's and the server's apart. ``rounds`` alternating pairs, each mode on a fresh
     schema and on the same ``batches`` bodies of that round; medians of the rounds. Leaves out
     what both modes share outside the write (HTTP) and forwarding: the ingest runs hold those."""
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     base = demo_turns_request(20)
     cpu: dict[str, list[tuple[float, float]]] = {"child-span": [], "enrich": []}

@@ -1,60 +1,8 @@
-"""Test cases, judges, metrics, ``evaluate()`` and the online loop."""
+"""Evaluation: test cases, judges, metrics, ``evaluate()`` and the online loop, by stage.
 
-from spanjudge.evaluators.deepeval_bridge import DeepEvalMetric, as_deepeval_model
-from spanjudge.evaluators.evaluate import (
-    EvaluationResult,
-    MetricResult,
-    MetricSummary,
-    TestResult,
-    a_evaluate,
-    evaluate,
-)
-from spanjudge.evaluators.metrics import (
-    BaseMetric,
-    BiasMetric,
-    BiasTemplate,
-    ConversationalGEval,
-    FaithfulnessMetric,
-    FaithfulnessTemplate,
-    GEval,
-    MetricData,
-    MetricError,
-    MissingFieldError,
-    TopicAdherenceMetric,
-    TopicAdherenceTemplate,
-)
-from spanjudge.evaluators.online import MonitorConfig, Rule, SpanFilter
-from spanjudge.evaluators.online.loop.monitor import Monitor, monitor
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
-
-__all__ = [
-    "BaseMetric",
-    "BiasMetric",
-    "BiasTemplate",
-    "ConversationalGEval",
-    "ConversationalTestCase",
-    "DeepEvalMetric",
-    "EvaluationResult",
-    "FaithfulnessMetric",
-    "FaithfulnessTemplate",
-    "GEval",
-    "LLMTestCase",
-    "MetricData",
-    "MetricError",
-    "MetricResult",
-    "MetricSummary",
-    "MissingFieldError",
-    "Monitor",
-    "MonitorConfig",
-    "Rule",
-    "SpanFilter",
-    "TestResult",
-    "ToolCall",
-    "TopicAdherenceMetric",
-    "TopicAdherenceTemplate",
-    "Turn",
-    "a_evaluate",
-    "as_deepeval_model",
-    "evaluate",
-    "monitor",
-]
+Internal: the public names are :mod:`spanjudge`'s. The stages a span goes through, each a
+package (see ``docs/architecture.md``): :mod:`._plan` (rules, sampling, budgets),
+:mod:`._rebuild` (reading spans back into test cases and trajectories), :mod:`._judge`
+(metrics, judges, offline ``evaluate()``), and beside them the online loop (:mod:`._loop`), the
+review of results (:mod:`._review`) and enrich mode (:mod:`._enrich`).
+"""

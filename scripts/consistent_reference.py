@@ -15,7 +15,7 @@ temporary one by default), then runs a small Node program over the trace ids in 
 ``threshold`` is the rejection threshold the sampler reports (all 14 hex digits, or ``max``
 for a probability too small to express); ``kept`` has one character per id, ``1`` when the SDK
 samples the trace. tests/evaluators/online/test_consistent_reference.py compares it with
-:mod:`spanjudge.evaluators.online.planning.consistent`.
+:mod:`spanjudge.evaluators._plan.consistent`.
 
 Needs ``node`` (20 or later) and ``npm`` on the PATH and the npm registry reachable;
 scripts/test must provision them where they are missing. Nothing the script installs is

@@ -4,7 +4,7 @@
     python scripts/settings_table.py --check   # exit 1 when the page is out of date
 
 Every row comes from a field's declaration (its name, type, default and description) in
-:class:`~spanjudge.evaluators.online.loop.config.LoopSettings`,
+:class:`~spanjudge.evaluators._loop.config.LoopSettings`,
 :class:`~spanjudge.settings.WorkerSettings` and
 :class:`~spanjudge.rule_settings.RuleConfig`; the last section from
 ``spanjudge.settings.OTHER_ENVIRONMENT``. tests/test_settings_model.py fails when the page is
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from spanjudge.evaluators.online.loop.config import LoopSettings
+from spanjudge.evaluators._loop.config import LoopSettings
 from spanjudge.rule_settings import RuleConfig
 from spanjudge.settings import OTHER_ENVIRONMENT, WorkerSettings
 

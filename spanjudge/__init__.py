@@ -53,51 +53,98 @@ from spanjudge.tracer import SpanHandle, conversation, current_span, observe
 # What a type checker sees for the lazy names below: the same objects, imported for real.
 # Keep this block and _LAZY in step (tests/test_public_api.py checks that they are).
 if TYPE_CHECKING:
-    from spanjudge.evaluators.dataset import load_dataset
-    from spanjudge.evaluators.deepeval_bridge import as_deepeval_model
-    from spanjudge.evaluators.evaluate import EvaluationResult, a_evaluate, evaluate
-    from spanjudge.evaluators.judges import LiteLLMJudge
-    from spanjudge.evaluators.metrics import (
-        ArgumentCorrectnessMetric,
-        BaseMetric,
-        BiasMetric,
-        ConversationalGEval,
+    from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord, SpanEvent, SpanRecord
+    from spanjudge._core.telemetry import Telemetry
+    from spanjudge._store import open_store
+    from spanjudge._store.base import SpanLog, SpanStore
+    from spanjudge.evaluators._judge.dataset import load_dataset
+    from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+    from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+    from spanjudge.evaluators._judge.evaluate import (
+        EvaluationResult,
+        MetricResult,
+        MetricSummary,
+        TestResult,
+        a_evaluate,
+        evaluate,
+    )
+    from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+    from spanjudge.evaluators._judge.metrics.argument_correctness import ArgumentCorrectnessMetric
+    from spanjudge.evaluators._judge.metrics.base import BaseMetric
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric, BiasTemplate
+    from spanjudge.evaluators._judge.metrics.faithfulness import (
         FaithfulnessMetric,
-        GEval,
+        FaithfulnessTemplate,
+    )
+    from spanjudge.evaluators._judge.metrics.geval import GEval
+    from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+    from spanjudge.evaluators._judge.metrics.goal_accuracy import (
         GoalAccuracyMetric,
+        GoalAccuracyTemplate,
+    )
+    from spanjudge.evaluators._judge.metrics.plan_metrics import (
         PlanAdherenceMetric,
         PlanQualityMetric,
-        RepeatedCallCheck,
-        StepEfficiencyMetric,
-        StepLimitCheck,
-        TaskCompletionMetric,
-        ToolCorrectnessMetric,
-        ToolErrorCheck,
-        TopicAdherenceMetric,
     )
-    from spanjudge.evaluators.online.loop.config import MonitorConfig
-    from spanjudge.evaluators.online.loop.monitor import Monitor, monitor
-    from spanjudge.evaluators.online.planning.rules import Rule, SpanFilter
-    from spanjudge.evaluators.online.planning.trajectory_filter import TrajectoryFilter
-    from spanjudge.evaluators.online.rebuild.dialects import read_span
-    from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
-    from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
-    from spanjudge.exporters.store import open_store
-    from spanjudge.exporters.store.span_exporter import store_span_processor
+    from spanjudge.evaluators._judge.metrics.schemas import MetricData
+    from spanjudge.evaluators._judge.metrics.step_efficiency import StepEfficiencyMetric
+    from spanjudge.evaluators._judge.metrics.task_completion import (
+        TaskCompletionMetric,
+        TaskCompletionTemplate,
+    )
+    from spanjudge.evaluators._judge.metrics.tool_correctness import (
+        ToolCorrectnessMetric,
+        ToolCorrectnessTemplate,
+    )
+    from spanjudge.evaluators._judge.metrics.topic_adherence import (
+        TopicAdherenceMetric,
+        TopicAdherenceTemplate,
+    )
+    from spanjudge.evaluators._judge.metrics.trajectory_checks import (
+        RepeatedCallCheck,
+        StepLimitCheck,
+        ToolErrorCheck,
+    )
+    from spanjudge.evaluators._judge.test_case import (
+        ConversationalTestCase,
+        LLMTestCase,
+        ToolCall,
+        Turn,
+    )
+    from spanjudge.evaluators._loop.config import MonitorConfig, RegressionBaseline
+    from spanjudge.evaluators._loop.monitor import Monitor, monitor
+    from spanjudge.evaluators._plan.planner import TickReport
+    from spanjudge.evaluators._plan.rules import Rule, SpanFilter
+    from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter
+    from spanjudge.evaluators._rebuild.dialects import read_span
+    from spanjudge.evaluators._rebuild.dialects.view import Document, GenAIView, ToolCallView
+    from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
+    from spanjudge.evaluators._rebuild.trajectory_read import ToolDefinition, ToolRequest
+    from spanjudge.exporters._emit.emitter import Emitter
+    from spanjudge.exporters._store_spans import store_span_processor
     from spanjudge.human_feedback import feedback
 
 __all__ = [
     "ArgumentCorrectnessMetric",
     "BaseMetric",
     "BiasMetric",
+    "BiasTemplate",
     "ConfigError",
     "ConversationalGEval",
     "ConversationalTestCase",
+    "DeepEvalMetric",
+    "Document",
+    "Emitter",
+    "EvaluationRecord",
     "EvaluationResult",
     "FaithfulnessMetric",
+    "FaithfulnessTemplate",
     "FeedbackError",
+    "FeedbackRecord",
     "GEval",
+    "GenAIView",
     "GoalAccuracyMetric",
+    "GoalAccuracyTemplate",
     "JudgeConnectionError",
     "JudgeError",
     "JudgeRateLimitError",
@@ -106,27 +153,44 @@ __all__ = [
     "JudgeTimeoutError",
     "LLMTestCase",
     "LiteLLMJudge",
+    "MetricData",
     "MetricError",
+    "MetricResult",
+    "MetricSummary",
     "MissingFieldError",
     "Monitor",
     "MonitorConfig",
     "ParamError",
     "PlanAdherenceMetric",
     "PlanQualityMetric",
+    "RegressionBaseline",
     "RepeatedCallCheck",
     "Rule",
+    "SpanEvent",
     "SpanFilter",
     "SpanHandle",
+    "SpanLog",
+    "SpanRecord",
+    "SpanStore",
     "SpanjudgeError",
     "Step",
     "StepEfficiencyMetric",
     "StepLimitCheck",
     "StoreError",
     "TaskCompletionMetric",
+    "TaskCompletionTemplate",
+    "Telemetry",
+    "TestResult",
+    "TickReport",
     "ToolCall",
+    "ToolCallView",
     "ToolCorrectnessMetric",
+    "ToolCorrectnessTemplate",
+    "ToolDefinition",
     "ToolErrorCheck",
+    "ToolRequest",
     "TopicAdherenceMetric",
+    "TopicAdherenceTemplate",
     "Tracing",
     "Trajectory",
     "TrajectoryFilter",
@@ -150,46 +214,73 @@ __all__ = [
 # name -> module that defines it; loaded on first attribute access (PEP 562) so that the
 # tracer's import path never pulls in pydantic models, SQLite, litellm or APScheduler.
 _LAZY: dict[str, str] = {
+    # types public functions take and return
+    "SpanEvent": "spanjudge._core.span_record",
+    "Document": "spanjudge.evaluators._rebuild.dialects.view",
+    "ToolCallView": "spanjudge.evaluators._rebuild.dialects.view",
+    "EvaluationRecord": "spanjudge._core.span_record",
+    "FeedbackRecord": "spanjudge._core.span_record",
+    "SpanRecord": "spanjudge._core.span_record",
+    "Telemetry": "spanjudge._core.telemetry",
+    "SpanLog": "spanjudge._store.base",
+    "SpanStore": "spanjudge._store.base",
+    "MetricSummary": "spanjudge.evaluators._judge.evaluate",
+    "TestResult": "spanjudge.evaluators._judge.evaluate",
+    "MetricResult": "spanjudge.evaluators._judge.evaluate",
+    "BiasTemplate": "spanjudge.evaluators._judge.metrics.bias",
+    "FaithfulnessTemplate": "spanjudge.evaluators._judge.metrics.faithfulness",
+    "GoalAccuracyTemplate": "spanjudge.evaluators._judge.metrics.goal_accuracy",
+    "MetricData": "spanjudge.evaluators._judge.metrics.schemas",
+    "TaskCompletionTemplate": "spanjudge.evaluators._judge.metrics.task_completion",
+    "ToolCorrectnessTemplate": "spanjudge.evaluators._judge.metrics.tool_correctness",
+    "TopicAdherenceTemplate": "spanjudge.evaluators._judge.metrics.topic_adherence",
+    "RegressionBaseline": "spanjudge.evaluators._loop.config",
+    "TickReport": "spanjudge.evaluators._plan.planner",
+    "GenAIView": "spanjudge.evaluators._rebuild.dialects.view",
+    "ToolDefinition": "spanjudge.evaluators._rebuild.trajectory_read",
+    "ToolRequest": "spanjudge.evaluators._rebuild.trajectory_read",
+    "Emitter": "spanjudge.exporters._emit.emitter",
+    "DeepEvalMetric": "spanjudge.evaluators._judge.deepeval_bridge.metric",
     # evaluation (pydantic, judges: loaded on first use)
-    "LLMTestCase": "spanjudge.evaluators.test_case",
-    "ConversationalTestCase": "spanjudge.evaluators.test_case",
-    "Turn": "spanjudge.evaluators.test_case",
-    "ToolCall": "spanjudge.evaluators.test_case",
-    "BaseMetric": "spanjudge.evaluators.metrics",
-    "FaithfulnessMetric": "spanjudge.evaluators.metrics",
-    "BiasMetric": "spanjudge.evaluators.metrics",
-    "TopicAdherenceMetric": "spanjudge.evaluators.metrics",
-    "GEval": "spanjudge.evaluators.metrics",
-    "ConversationalGEval": "spanjudge.evaluators.metrics",
-    "ToolErrorCheck": "spanjudge.evaluators.metrics",
-    "RepeatedCallCheck": "spanjudge.evaluators.metrics",
-    "StepLimitCheck": "spanjudge.evaluators.metrics",
-    "ArgumentCorrectnessMetric": "spanjudge.evaluators.metrics",
-    "GoalAccuracyMetric": "spanjudge.evaluators.metrics",
-    "PlanAdherenceMetric": "spanjudge.evaluators.metrics",
-    "PlanQualityMetric": "spanjudge.evaluators.metrics",
-    "StepEfficiencyMetric": "spanjudge.evaluators.metrics",
-    "TaskCompletionMetric": "spanjudge.evaluators.metrics",
-    "ToolCorrectnessMetric": "spanjudge.evaluators.metrics",
-    "LiteLLMJudge": "spanjudge.evaluators.judges",
-    "evaluate": "spanjudge.evaluators.evaluate",
-    "a_evaluate": "spanjudge.evaluators.evaluate",
-    "EvaluationResult": "spanjudge.evaluators.evaluate",
-    "load_dataset": "spanjudge.evaluators.dataset",
-    "as_deepeval_model": "spanjudge.evaluators.deepeval_bridge",
+    "LLMTestCase": "spanjudge.evaluators._judge.test_case",
+    "ConversationalTestCase": "spanjudge.evaluators._judge.test_case",
+    "Turn": "spanjudge.evaluators._judge.test_case",
+    "ToolCall": "spanjudge.evaluators._judge.test_case",
+    "BaseMetric": "spanjudge.evaluators._judge.metrics.base",
+    "FaithfulnessMetric": "spanjudge.evaluators._judge.metrics.faithfulness",
+    "BiasMetric": "spanjudge.evaluators._judge.metrics.bias",
+    "TopicAdherenceMetric": "spanjudge.evaluators._judge.metrics.topic_adherence",
+    "GEval": "spanjudge.evaluators._judge.metrics.geval",
+    "ConversationalGEval": "spanjudge.evaluators._judge.metrics.geval_conversation",
+    "ToolErrorCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",
+    "RepeatedCallCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",
+    "StepLimitCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",
+    "ArgumentCorrectnessMetric": "spanjudge.evaluators._judge.metrics.argument_correctness",
+    "GoalAccuracyMetric": "spanjudge.evaluators._judge.metrics.goal_accuracy",
+    "PlanAdherenceMetric": "spanjudge.evaluators._judge.metrics.plan_metrics",
+    "PlanQualityMetric": "spanjudge.evaluators._judge.metrics.plan_metrics",
+    "StepEfficiencyMetric": "spanjudge.evaluators._judge.metrics.step_efficiency",
+    "TaskCompletionMetric": "spanjudge.evaluators._judge.metrics.task_completion",
+    "ToolCorrectnessMetric": "spanjudge.evaluators._judge.metrics.tool_correctness",
+    "LiteLLMJudge": "spanjudge.evaluators._judge.judges.litellm_judge",
+    "evaluate": "spanjudge.evaluators._judge.evaluate",
+    "a_evaluate": "spanjudge.evaluators._judge.evaluate",
+    "EvaluationResult": "spanjudge.evaluators._judge.evaluate",
+    "load_dataset": "spanjudge.evaluators._judge.dataset",
+    "as_deepeval_model": "spanjudge.evaluators._judge.deepeval_bridge.model",
     # online evaluation
-    "Rule": "spanjudge.evaluators.online.planning.rules",
-    "SpanFilter": "spanjudge.evaluators.online.planning.rules",
-    "MonitorConfig": "spanjudge.evaluators.online.loop.config",
-    "Monitor": "spanjudge.evaluators.online.loop.monitor",
-    "monitor": "spanjudge.evaluators.online.loop.monitor",
-    "read_span": "spanjudge.evaluators.online.rebuild.dialects",
-    "TrajectoryFilter": "spanjudge.evaluators.online.planning.trajectory_filter",
-    "Trajectory": "spanjudge.evaluators.online.rebuild.trajectory",
-    "Step": "spanjudge.evaluators.online.rebuild.trajectory",
+    "Rule": "spanjudge.evaluators._plan.rules",
+    "SpanFilter": "spanjudge.evaluators._plan.rules",
+    "MonitorConfig": "spanjudge.evaluators._loop.config",
+    "Monitor": "spanjudge.evaluators._loop.monitor",
+    "monitor": "spanjudge.evaluators._loop.monitor",
+    "read_span": "spanjudge.evaluators._rebuild.dialects",
+    "TrajectoryFilter": "spanjudge.evaluators._plan.trajectory_filter",
+    "Trajectory": "spanjudge.evaluators._rebuild.trajectory",
+    "Step": "spanjudge.evaluators._rebuild.trajectory",
     # stores
-    "open_store": "spanjudge.exporters.store",
-    "store_span_processor": "spanjudge.exporters.store.span_exporter",
+    "open_store": "spanjudge._store",
+    "store_span_processor": "spanjudge.exporters._store_spans",
     # human labels beside the judge's (a module named apart: a submodule called ``feedback``
     # would shadow the function on the package once imported)
     "feedback": "spanjudge.human_feedback",

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-    from spanjudge.exporters.store.base import EventLog
+    from spanjudge._store.base import EventLog
 
 logger = logging.getLogger("spanjudge")
 
@@ -193,7 +193,7 @@ def _add_log_store(tracing: Tracing, store: EventLog) -> None:
     from opentelemetry import _logs
     from opentelemetry.sdk._logs import LoggerProvider
 
-    from spanjudge.exporters.store.log_exporter import store_log_processor
+    from spanjudge.exporters._store_logs import store_log_processor
 
     current = _logs.get_logger_provider()
     if isinstance(current, LoggerProvider):

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spanjudge._core.kinds import NAMED_METRICS, FeedbackSource, Label
+from spanjudge._core.span_record import FeedbackRecord
 from spanjudge.errors import FeedbackError
-from spanjudge.exporters.kinds import NAMED_METRICS, FeedbackSource, Label
-from spanjudge.exporters.records import FeedbackRecord
 
 if TYPE_CHECKING:
-    from spanjudge.exporters.store.base import FeedbackLog, ResultStore, SpanStore
+    from spanjudge._store.base import FeedbackLog, ResultStore, SpanStore
 
 __all__ = [
     "MAX_ANNOTATOR_CHARS",
@@ -196,8 +196,8 @@ def feedback(
 
         spanjudge.feedback(trace_id, metric="bias", label="pass", annotator="dana")
     """
-    from spanjudge.exporters.store import SpanStore as StoreType
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
+    from spanjudge._store.base import SpanStore as StoreType
 
     item = parse_feedback(
         {

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spanjudge.exporters.kinds import MetricName, TargetType
+from spanjudge._core.kinds import MetricName, TargetType
 
 
 class RuleConfig(BaseModel):

@@ -17,7 +17,7 @@
 Every key can also come from the environment: ``SPANJUDGE_STORE_URL``, ``SPANJUDGE_MODE``,
 ``SPANJUDGE_RECEIVER_PORT``... (lists and tables as JSON). Errors name the key. The loop's keys
 (``interval_seconds``, ``concurrency``...) are the fields of ``LoopSettings``
-(evaluators/online/loop/config.py), shared with ``MonitorConfig``. ``docs/reference/settings.md``
+(evaluators/_loop/config.py), shared with ``MonitorConfig``. ``docs/reference/settings.md``
 lists every key and variable (``python scripts/settings_table.py`` writes it from them).
 The file is read by pydantic-settings' own TOML, YAML and JSON sources, chosen by its extension
 (:mod:`spanjudge.settings_files`); checks a type alone does not make (URLs, judge options, a
@@ -42,11 +42,11 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from spanjudge._core.kinds import OUTPUTS, Output
+from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError as ConfigError
-from spanjudge.evaluators.judges.structured import StructuredOutput
-from spanjudge.evaluators.online.loop.config import LoopSettings, Number
-from spanjudge.exporters.kinds import OUTPUTS, Output
-from spanjudge.exporters.store import DEFAULT_STORE_URL
+from spanjudge.evaluators._judge.judges.structured import StructuredOutput
+from spanjudge.evaluators._loop.config import LoopSettings, Number
 from spanjudge.rule_settings import RuleConfig as RuleConfig
 from spanjudge.settings_checks import (
     HttpUrl,
@@ -69,7 +69,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
     """Everything ``spanjudge worker`` needs; see the module docstring for the file format.
 
     The loop's settings (``interval_seconds``, ``settle_seconds``, ``concurrency``...) are
-    :class:`~spanjudge.evaluators.online.loop.config.LoopSettings`' fields, inherited, so the
+    :class:`~spanjudge.evaluators._loop.config.LoopSettings`' fields, inherited, so the
     worker and ``spanjudge.monitor()`` share their defaults and checks.
     """
 

@@ -30,7 +30,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import SettingsError
 
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators.online.loop.config import error_lines
+from spanjudge.evaluators._loop.config import error_lines
 
 __all__ = [
     "ENV_PREFIX",
@@ -160,7 +160,7 @@ COMMON_LITELLM_OPTIONS = frozenset(
 
 
 def _judge_parameters() -> frozenset[str]:
-    from spanjudge.evaluators.judges import LiteLLMJudge
+    from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
     params = inspect.signature(LiteLLMJudge).parameters.values()
     return frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)

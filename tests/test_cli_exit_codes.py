@@ -30,7 +30,7 @@ def bad_config(tmp_path: Path) -> str:
 
 @pytest.fixture
 def empty_store(tmp_path: Path) -> str:
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     url = f"sqlite:///{tmp_path / 'spans.db'}"
     open_store(url).close()

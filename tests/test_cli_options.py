@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from spanjudge.cli.app import cli
-from spanjudge.evaluators.judges.structured import STRUCTURED_OUTPUT_CHOICES
+from spanjudge.evaluators._judge.judges.structured import STRUCTURED_OUTPUT_CHOICES
 from spanjudge.settings import WorkerSettings
 
 

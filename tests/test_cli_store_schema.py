@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.postgres import PostgresStore
 from spanjudge.cli.app import cli
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store.postgres import PostgresStore
 from tests.support.stores import POSTGRES_URL, schema_name
 
 TRACE = "5ab1e0000000000000000000000000c1"

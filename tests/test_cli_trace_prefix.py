@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import open_store
 from spanjudge.cli.app import cli
 from spanjudge.cli.common import EXIT_USAGE
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import open_store
 
 ALONE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TWIN_A = "7c0ffee0000000000000000000000001"

@@ -15,7 +15,9 @@ import pkgutil
 import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,10 +90,10 @@ def test_exceptions_keep_the_builtin_base_callers_catch() -> None:
 
 
 def test_old_import_paths_give_the_same_classes() -> None:
-    from spanjudge.evaluators.judges import JudgeError, JudgeTimeoutError
-    from spanjudge.evaluators.metrics import MetricError
-    from spanjudge.evaluators.metrics.geval_params import ParamError
-    from spanjudge.exporters.store import StoreError
+    from spanjudge._store.models import StoreError
+    from spanjudge.evaluators._judge.judges.base import JudgeError, JudgeTimeoutError
+    from spanjudge.evaluators._judge.metrics.base import MetricError
+    from spanjudge.evaluators._judge.metrics.geval_params import ParamError
     from spanjudge.human_feedback import FeedbackError
     from spanjudge.settings import ConfigError
 
@@ -209,18 +211,20 @@ MISTAKES = {
 }
 
 
+def run_shown(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """A subprocess whose output is part of the failure message when it fails."""
+    out = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    assert out.returncode == 0, f"{args} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+    return out
+
+
 @pytest.fixture(scope="module")
 def mypy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """mypy --strict on the correct script and on one copy per mistake, against the package as
-    pip installs it (an editable install's import hook is invisible to mypy)."""
+    the README installs it (``pip install -e ".[test]"``), from a folder outside the checkout:
+    what a contributor's editor and a user's type checker see. No pip run here: the suite never
+    starts a registry fetch of its own."""
     work = tmp_path_factory.mktemp("user_mypy")
-    installed = work / "installed"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-         "--disable-pip-version-check", "--target", str(installed), str(ROOT)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    assert (installed / "spanjudge" / "py.typed").exists(), "py.typed is not shipped"
     scripts = {"correct": CORRECT}
     for name, (fragment, mistake, _) in MISTAKES.items():
         scripts[name] = CORRECT.replace(fragment, mistake)
@@ -228,7 +232,7 @@ def mypy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     for name, text in scripts.items():
         (work / f"{name}.py").write_text(text)
         files.append(f"{name}.py")
-    env = {**os.environ, "MYPYPATH": str(installed)}
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
     # --follow-imports=silent: a user's mypy reports their code, not the library's internals
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
@@ -261,3 +265,102 @@ def test_each_mistake_changes_the_correct_script_in_one_place() -> None:
     # guards the test itself: a fragment that is not in the script would test nothing
     for fragment, _, _ in MISTAKES.values():
         assert CORRECT.count(fragment) == 1, fragment
+
+
+PROBE = "spanjudge.tracer.observe"
+
+
+def test_the_editable_install_is_a_path_entry_type_checkers_follow(tmp_path: Path) -> None:
+    """``pip install -e .`` must put the source folder on sys.path through a plain .pth line (an
+    import-hook finder is invisible to mypy and pyright), and mypy run outside the checkout must
+    resolve the package's own modules to the checkout's files."""
+    where = run_shown(
+        [sys.executable, "-c", f"import sys, {PROBE}; print(sys.modules[{PROBE!r}].__file__)"],
+        cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    ).stdout.strip()  # fmt: skip
+    assert Path(where).resolve() == (ROOT / "tracer" / "observe.py").resolve(), where
+    pth = [p for p in Path(sysconfig.get_paths()["purelib"]).glob("__editable__*spanjudge*.pth")]
+    assert pth, "no editable .pth for spanjudge: install with pip install -e ."
+    lines = pth[0].read_text(encoding="utf-8").split()
+    assert [Path(line).resolve() for line in lines] == [(ROOT / "src").resolve()], lines
+    (tmp_path / "probe.py").write_text(
+        "from spanjudge.tracer.observe import observe\n"
+        "from spanjudge._store.base import SpanStore\n"
+        "reveal_type(observe)\nreveal_type(SpanStore)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+         "--config-file", "/dev/null", "probe.py"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert "Cannot find implementation" not in out.stdout, out.stdout
+    assert "import-not-found" not in out.stdout, out.stdout
+    assert out.stdout.count("Revealed type") == 2, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------- public functions, public types
+def _our_classes(hint: Any, seen: set[int]) -> set[type]:
+    """The classes of this package a type hint names, at any depth (unions, generics)."""
+    if id(hint) in seen:
+        return set()
+    seen.add(id(hint))
+    found: set[type] = set()
+    if isinstance(hint, type) and hint.__module__.split(".")[0] == "spanjudge":
+        found.add(hint)
+    for arg in getattr(hint, "__args__", ()) or ():
+        found |= _our_classes(arg, seen)
+    return found
+
+
+def _names_in_package() -> dict[str, Any]:
+    """Every class the package defines, by name: the namespace that resolves annotations written
+    as strings under ``TYPE_CHECKING`` imports."""
+    names: dict[str, Any] = {}
+    for info in pkgutil.walk_packages(spanjudge.__path__, "spanjudge."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__.startswith("spanjudge"):
+                names.setdefault(value.__name__, value)
+    return names
+
+
+def _hints_of(obj: Any, names: dict[str, Any], *, returns_only: bool = False) -> dict[str, Any]:
+    import typing
+
+    target = obj.__init__ if isinstance(obj, type) and "__init__" in vars(obj) else obj
+    module = sys.modules.get(getattr(obj, "__module__", ""), None)
+    try:
+        hints = typing.get_type_hints(target, vars(module) if module else None, names)
+    except (NameError, TypeError):
+        hints = {}
+    if returns_only:
+        return {k: v for k, v in hints.items() if k == "return"}
+    if isinstance(obj, type):
+        fields = getattr(obj, "model_fields", None)
+        if fields:
+            hints |= {name: field.annotation for name, field in fields.items()}
+    return hints
+
+
+def test_every_type_a_public_name_takes_or_returns_is_public() -> None:
+    """A user's mypy must be able to name what they get: every class of ours in the signature of
+    a public function or constructor (or a public model's fields, or what a public class's
+    methods return) is importable from ``spanjudge`` itself."""
+    public = {id(getattr(spanjudge, name)) for name in spanjudge.__all__}
+    names = _names_in_package()
+    missing: dict[str, set[str]] = {}
+    for name in spanjudge.__all__:
+        obj = getattr(spanjudge, name)
+        hints = dict(_hints_of(obj, names))
+        if isinstance(obj, type):  # what its public methods return
+            for attr, member in vars(obj).items():
+                if callable(member) and not attr.startswith("_"):
+                    got = _hints_of(member, names, returns_only=True)
+                    hints |= {f"{attr}.{k}": v for k, v in got.items()}
+        for where, hint in hints.items():
+            for cls in _our_classes(hint, set()):
+                if id(cls) not in public:
+                    missing.setdefault(f"{cls.__module__}.{cls.__qualname__}", set()).add(
+                        f"{name}: {where}"
+                    )
+    assert not missing, "\n".join(f"{k} <- {sorted(v)}" for k, v in sorted(missing.items()))

@@ -13,10 +13,10 @@ from typing import Any, get_args, get_type_hints
 
 import pytest
 
+from spanjudge._core import kinds
+from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators.online.loop.config import LoopSettings, MonitorConfig
-from spanjudge.exporters import kinds
-from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
+from spanjudge.evaluators._loop.config import LoopSettings, MonitorConfig
 from spanjudge.settings import OTHER_ENVIRONMENT, RuleConfig, WorkerSettings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +153,8 @@ def test_each_vocabulary_tuple_is_its_literal_type() -> None:
 
 
 def test_records_rules_and_settings_are_annotated_with_the_vocabularies() -> None:
-    from spanjudge.evaluators.online import Rule, Target
+    from spanjudge.evaluators._plan.rules import Rule
+    from spanjudge.evaluators._rebuild.targets import Target
 
     record = get_type_hints(EvaluationRecord)
     assert record["target_type"] == kinds.TargetType
@@ -168,8 +169,8 @@ def test_records_rules_and_settings_are_annotated_with_the_vocabularies() -> Non
 
 
 def test_rule_refuses_an_unknown_target_naming_every_valid_one() -> None:
-    from spanjudge.evaluators.metrics import BiasMetric
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._plan.rules import Rule
 
     with pytest.raises(ValueError) as info:
         Rule(BiasMetric(model="openai/never-called"), target="llmm")  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """The queries and links of the spanjudge dashboard, as plain strings: PromQL over the series
-and labels of :mod:`spanjudge.exporters.metric_names`, TraceQL over the span attributes of
+and labels of :mod:`spanjudge._core.metric_names`, TraceQL over the span attributes of
 :mod:`spanjudge.tracer.attributes`, LogQL over the same attributes as Loki stores them on the
 ``gen_ai.evaluation.result`` events. ``generate.py`` beside this file puts them on panels.
 
@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
-from spanjudge.exporters import metric_names as mn
+from spanjudge._core import metric_names as mn
 from spanjudge.tracer import attributes as attr
 from spanjudge.worker import numbers as nm
 

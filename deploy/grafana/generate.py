@@ -3,7 +3,7 @@
 The dashboard is built with the builders of ``grafana-foundation-sdk`` (Grafana's own
 dashboard, panel and query types, generated from Grafana's schemas), so a field Grafana does
 not know cannot be written. The queries come from ``dashboard_queries.py`` beside this file,
-which takes every series and label name from :mod:`spanjudge.exporters.metric_names` and every
+which takes every series and label name from :mod:`spanjudge._core.metric_names` and every
 attribute from :mod:`spanjudge.tracer.attributes`: a rename there shows up here on the next
 run (and ``tests/deploy`` fails until the checked-in JSON is regenerated)::
 
@@ -32,7 +32,7 @@ from grafana_foundation_sdk.models.common import BigValueColorMode, LogsSortOrde
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.text import TextMode
 
-from spanjudge.exporters import metric_names as mn
+from spanjudge._core import metric_names as mn
 
 OUTPUT = Path(__file__).resolve().parent / "dashboards" / "spanjudge.json"
 PROM = dm.DataSourceRef(type_val="prometheus", uid=q.PROM_UID)

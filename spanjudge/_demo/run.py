@@ -26,7 +26,7 @@ RULE_TASK = "task_completion-agent"
 
 def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, Any]:
     if judge_model:
-        from spanjudge.evaluators.judges import LiteLLMJudge
+        from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
         base_url = options.get("api_base")
         where = f" at {base_url}" if base_url else ""
@@ -40,14 +40,12 @@ def _judge(judge_model: str | None, options: dict[str, Any]) -> tuple[Any, str, 
 
 def _rules(judge: Any) -> list[Any]:
     from spanjudge._demo.app import RELEVANT_TOPICS
-    from spanjudge.evaluators.metrics import (
-        BiasMetric,
-        FaithfulnessMetric,
-        ToolErrorCheck,
-        TopicAdherenceMetric,
-    )
-    from spanjudge.evaluators.metrics.task_completion import TaskCompletionMetric
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+    from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionMetric
+    from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+    from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
+    from spanjudge.evaluators._plan.rules import Rule
 
     # the turns that called a tool: the filter selects them by the shape of their trace
     with_tools = {"trajectory": {"min_tool_calls": 1}}
@@ -80,13 +78,13 @@ def run_demo(
     judge_options: dict[str, Any] | None = None,
 ) -> int:
     """Run the demo end to end; returns the process exit code (non-zero if any step failed).
-    ``judge_options`` go to :class:`~spanjudge.evaluators.judges.LiteLLMJudge` with
+    ``judge_options`` go to :class:`~spanjudge.evaluators._judge.judges.LiteLLMJudge` with
     ``judge_model`` (``api_base``, ``api_key_env``, ``structured_output``, ``timeout``)."""
     import spanjudge
     from spanjudge._demo.app import APP_MODEL, run_traffic
-    from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-    from spanjudge.exporters.store import open_store
-    from spanjudge.exporters.store.span_exporter import StoreSpanExporter
+    from spanjudge._store import open_store
+    from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+    from spanjudge.exporters._store_spans import StoreSpanExporter
 
     console = Console()
     started = time.perf_counter()
@@ -203,7 +201,7 @@ def _spend(judge: Any) -> str:
 
 def _emitter(otlp_endpoint: str | None) -> Any:
     """Both outputs: over OTLP/HTTP to the endpoint, else kept in memory (counted, not sent)."""
-    from spanjudge.exporters.emit.emitter import ScoreEmitter
+    from spanjudge.exporters._emit.emitter import ScoreEmitter
 
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter

@@ -31,7 +31,7 @@ from spanjudge.cli.review import COMMANDS as REVIEW_COMMANDS
 if TYPE_CHECKING:
     from rich.tree import Tree
 
-    from spanjudge.evaluators.online.review.explain import Explanation, RuleVerdict
+    from spanjudge.evaluators._review.explain import Explanation, RuleVerdict
 
 
 @click.group(
@@ -202,10 +202,10 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
     stored trace starts with them. Never calls the judge. Exit code 2 when the trace is not
     in the store.
     """
-    from spanjudge.evaluators.online.planning.allocation import Allocation
-    from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
-    from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
-    from spanjudge.exporters.store.urls import redact_url
+    from spanjudge._core.urls import redact_url
+    from spanjudge.evaluators._plan.allocation import Allocation
+    from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
+    from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
     from spanjudge.worker.service import build_rules
 
     settings = load_cli_settings(config_path, store_url)  # ConfigError: exit 2
@@ -260,7 +260,7 @@ def collector_config(config_path: str | None, workers: str | None, route_by: str
     """Print the Collector pipeline that pre-samples what the rules can pick and routes it to
     the worker groups (probabilistic_sampler + loadbalancing). Never opens the store."""
     from spanjudge.cli.collector import parse_workers, render
-    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.evaluators._review.explain import OfflineJudge
     from spanjudge.worker.service import build_rules
 
     settings = load_cli_settings(config_path)  # ConfigError: exit 2

@@ -2,7 +2,7 @@
 
 :func:`render` writes an OpenTelemetry Collector (contrib) configuration from the worker's
 rules: a ``traces/spanjudge`` pipeline that pre-samples with ``probabilistic_sampler`` in
-proportional mode at :func:`~spanjudge.evaluators.online.planning.sampler.upstream_rate` (so
+proportional mode at :func:`~spanjudge.evaluators._plan.sampler.upstream_rate` (so
 the Collector drops what no rule can ever pick; left out, with the reason, when a rule samples
 otherwise) and hands the rest to the ``loadbalancing`` exporter, which sends every span of a
 trace (or of a conversation) to the same worker group.
@@ -29,12 +29,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Literal
 
-from spanjudge.evaluators.online.planning.consistent import (
+from spanjudge.evaluators._plan.consistent import (
     DEFAULT_PRECISION,
     MIN_PROBABILITY,
     threshold_for,
 )
-from spanjudge.evaluators.online.planning.sampler import (
+from spanjudge.evaluators._plan.sampler import (
     SamplingRule,
     presample_blockers,
     upstream_rate,

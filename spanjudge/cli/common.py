@@ -29,8 +29,7 @@ import click
 from spanjudge.errors import ConfigError, FeedbackError, SpanjudgeError
 
 if TYPE_CHECKING:
-    from spanjudge.exporters.store import SpanStore
-    from spanjudge.exporters.store.base import SpanLog
+    from spanjudge._store.base import SpanLog, SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = [
@@ -248,8 +247,8 @@ def opened_store(
     """The store at ``url`` (in ``schema`` on PostgreSQL: a worker's ``store_schema``), closed
     on exit; a SQLite file that is not there is a usage error (opening it would create an
     empty database and report nothing found)."""
-    from spanjudge.exporters.store import open_store
-    from spanjudge.exporters.store.urls import redact_url
+    from spanjudge._core.urls import redact_url
+    from spanjudge._store import open_store
 
     missing = missing_sqlite_file(url)
     if missing is not None:

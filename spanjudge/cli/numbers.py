@@ -2,8 +2,8 @@
 difference between two segments (versions) with an anytime-valid decision.
 
 Both read the sums the store adds up (``summary_sums``) and compute with
-:mod:`~spanjudge.evaluators.online.review.estimates` and
-:mod:`~spanjudge.evaluators.online.review.regressions` (methods: docs/numbers.md). Registered
+:mod:`~spanjudge.evaluators._review.estimates` and
+:mod:`~spanjudge.evaluators._review.regressions` (methods: docs/numbers.md). Registered
 by :mod:`spanjudge.cli.review`.
 """
 
@@ -24,10 +24,10 @@ from spanjudge.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from spanjudge.evaluators.online.review.agreement import Estimate
-    from spanjudge.evaluators.online.review.estimates import SegmentSummary
-    from spanjudge.evaluators.online.review.regressions import Comparison, Effect
-    from spanjudge.exporters.store.summaries import SegmentSums
+    from spanjudge._store.summaries import SegmentSums
+    from spanjudge.evaluators._review.agreement import Estimate
+    from spanjudge.evaluators._review.estimates import SegmentSummary
+    from spanjudge.evaluators._review.regressions import Comparison, Effect
 
 __all__ = [
     "compare",
@@ -58,7 +58,7 @@ def merged_sums(
     """The summary sums of ``stores`` (one store or several: one per worker group) added up.
     Every field is a count or a sum (first/last times a min/max), so the merged sums are
     exactly those of one store holding every result."""
-    from spanjudge.exporters.store.summaries import SegmentSums
+    from spanjudge._store.summaries import SegmentSums
 
     out: dict[tuple[str, str, str], SegmentSums] = {}
     for store in stores if isinstance(stores, list) else [stores]:
@@ -73,7 +73,7 @@ def summary_of(
 ) -> list[SegmentSummary]:
     """The summary rows of ``store`` (or a list of stores, summed): per rule x segment of
     ``by``, ``cap`` segments each."""
-    from spanjudge.evaluators.online.review.estimates import fold_segments, summarize
+    from spanjudge.evaluators._review.estimates import fold_segments, summarize
 
     sums, folded = fold_segments(merged_sums(store, by, since, rule), cap)
     return summarize(sums, by=by, folded=folded)
@@ -169,7 +169,7 @@ def compare(
     however often you look, so run it after every deploy and again tomorrow. The decision is
     worse, better, no difference yet or too few. With --store given once per worker group,
     each group's sums are added up first. Methods: docs/numbers.md."""
-    from spanjudge.evaluators.online.review.regressions import compare_segments
+    from spanjudge.evaluators._review.regressions import compare_segments
 
     if alpha is not None and not 0 < alpha < 1:
         usage_error(f"--alpha must be between 0 and 1, got {alpha}")

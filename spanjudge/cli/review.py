@@ -30,7 +30,7 @@ from spanjudge.cli.numbers import compare, period_text, print_summary, summary_o
 from spanjudge.cli.numbers import console as _console
 
 if TYPE_CHECKING:
-    from spanjudge.evaluators.online.review.agreement import Agreement, Estimate
+    from spanjudge.evaluators._review.agreement import Agreement, Estimate
     from spanjudge.settings import WorkerSettings
 
 __all__ = ["COMMANDS"]
@@ -40,7 +40,7 @@ REASON_CHARS = 80
 
 def _rules(settings: WorkerSettings) -> list[Any]:
     """The configured rules (judge calls refused), or none without a rules setting."""
-    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.evaluators._review.explain import OfflineJudge
     from spanjudge.worker.service import build_rules
 
     if not (settings.rules or settings.rules_entrypoint):
@@ -76,7 +76,7 @@ def feedback(
     """Record a person's pass/fail label on a trace, a span or a conversation.
 
     TRACE_ID may be its first characters when only one stored trace starts with them."""
-    from spanjudge.exporters.store.urls import redact_url
+    from spanjudge._core.urls import redact_url
     from spanjudge.human_feedback import parse_feedback, record_feedback
 
     settings = load_cli_settings(config_path, store_url)
@@ -129,7 +129,7 @@ def calibration(
 ) -> None:
     """How often the judge agrees with people, per rule and metric (95% intervals). With
     --store given once per worker group, the labelled results of every group count."""
-    from spanjudge.evaluators.online.review.agreement import agreement
+    from spanjudge.evaluators._review.agreement import agreement
 
     settings = load_cli_settings(config_path)
     start = since_option_value(since)
@@ -202,8 +202,8 @@ def export(
     store_url: str | None,
 ) -> None:
     """Write the rebuilt test cases of stored results as a regression dataset."""
-    from spanjudge.evaluators.dataset import write_dataset
-    from spanjudge.evaluators.online.review.export import export_cases
+    from spanjudge.evaluators._judge.dataset import write_dataset
+    from spanjudge.evaluators._review.export import export_cases
 
     settings = load_cli_settings(config_path, store_url)
     start = since_option_value(since)
@@ -263,7 +263,7 @@ def scores(
     """Print recent results as a table, for setups without a tracing backend; with
     --summary, each rule's pass rate and mean score with their intervals (with --store given
     once per worker group, each group's sums added up)."""
-    from spanjudge.exporters.telemetry import evaluation_label
+    from spanjudge._core.telemetry import evaluation_label
 
     if (key is not None or as_json) and not summary:
         usage_error("--by and --json go with --summary")
@@ -299,7 +299,7 @@ def _print_scores(results: list[Any], labels: list[list[Any]], since: str) -> No
     from rich.markup import escape
     from rich.table import Table
 
-    from spanjudge.exporters.telemetry import evaluation_label
+    from spanjudge._core.telemetry import evaluation_label
 
     console = _console()
     if not results:

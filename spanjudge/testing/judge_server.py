@@ -188,7 +188,7 @@ class ScriptedJudgeServer:
 
     def judge(self, model: str = "openai/scripted-judge", **options: Any) -> Any:
         """A :class:`LiteLLMJudge` pointed at this server."""
-        from spanjudge.evaluators.judges.litellm_judge import LiteLLMJudge
+        from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
         options.setdefault("api_key", "sk-scripted-not-a-real-key")
         return LiteLLMJudge(model, api_base=self.base_url, **options)

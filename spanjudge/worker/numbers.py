@@ -37,15 +37,15 @@ from typing import Any, Final
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from spanjudge.evaluators.online.review.estimates import OTHER, fold_segments, summarize
-from spanjudge.evaluators.online.review.regressions import (
+from spanjudge._core.metric_names import METER_NAME
+from spanjudge._store.summaries import ALL, UNSET, SegmentSums
+from spanjudge.evaluators._review.estimates import OTHER, fold_segments, summarize
+from spanjudge.evaluators._review.regressions import (
     DECISION_VALUE,
     WORSE,
     Comparison,
     compare_segments,
 )
-from spanjudge.exporters.metric_names import METER_NAME
-from spanjudge.exporters.store.summaries import ALL, UNSET, SegmentSums
 
 __all__ = ["METRICS", "NumbersConfig", "NumbersWatch", "watch_numbers"]
 

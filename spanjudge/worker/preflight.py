@@ -34,12 +34,12 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from spanjudge._core.urls import redact_url
 from spanjudge.errors import ConfigError, SpanjudgeError, StoreError
-from spanjudge.exporters.store.urls import redact_url
 from spanjudge.settings_checks import is_postgres_url, unknown_judge_options
 
 if TYPE_CHECKING:
-    from spanjudge.exporters.store import SpanStore
+    from spanjudge._store.base import SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = [
@@ -77,7 +77,7 @@ def open_worker_store(settings: WorkerSettings) -> SpanStore:
 
     PostgreSQL is first tried with one plain connection, which says why it failed at once
     (the connection pool retries for its whole timeout and logs each attempt)."""
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     url = settings.store_url
     options: dict[str, Any] = {}

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from spanjudge.exporters.kinds import MetricName
+from spanjudge._core.kinds import MetricName
 from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
 
 
@@ -30,7 +30,7 @@ def import_object(path: str, what: str) -> Any:
 
 def make_judge(settings: WorkerSettings) -> Any:
     """The worker's judge from the ``judge_*`` settings; each error names the setting to fix."""
-    from spanjudge.evaluators.judges import LiteLLMJudge
+    from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
     key_env = settings.judge_api_key_env
     if key_env and not os.environ.get(key_env):
@@ -60,7 +60,7 @@ def missing_openai_key(model: str, options: dict[str, Any], key_env: str | None)
     Checked for OpenAI's own endpoint only (a server of your own may need no key), and only for
     OpenAI models (other providers' keys are litellm's to find). Without it the worker would
     start and every evaluation end in an authentication error."""
-    from spanjudge.evaluators.judges.direct import price_table
+    from spanjudge.evaluators._judge.judges.direct import price_table
 
     if key_env or options.get("api_key") or os.environ.get("OPENAI_API_KEY"):
         return None
@@ -85,26 +85,28 @@ def missing_openai_key(model: str, options: dict[str, Any], key_env: str | None)
 
 def metric_class(config: RuleConfig) -> Any:
     """The metric class a rule names; ``geval`` on conversations is the conversational one."""
-    from spanjudge.evaluators import metrics
+    import spanjudge
 
     # keyed by MetricName: a name added to the Literal without a class here is a test failure
     classes: dict[MetricName, Any] = {
-        "faithfulness": metrics.FaithfulnessMetric,
-        "bias": metrics.BiasMetric,
-        "topic_adherence": metrics.TopicAdherenceMetric,
-        "geval": metrics.ConversationalGEval if config.target == "conversation" else metrics.GEval,
+        "faithfulness": spanjudge.FaithfulnessMetric,
+        "bias": spanjudge.BiasMetric,
+        "topic_adherence": spanjudge.TopicAdherenceMetric,
+        "geval": spanjudge.ConversationalGEval
+        if config.target == "conversation"
+        else spanjudge.GEval,
         # deterministic checks on the agent's trajectory: no judge call
-        "tool_errors": metrics.ToolErrorCheck,
-        "repeated_tool_calls": metrics.RepeatedCallCheck,
-        "step_limit": metrics.StepLimitCheck,
+        "tool_errors": spanjudge.ToolErrorCheck,
+        "repeated_tool_calls": spanjudge.RepeatedCallCheck,
+        "step_limit": spanjudge.StepLimitCheck,
         # judged metrics of an agent's trajectory
-        "task_completion": metrics.TaskCompletionMetric,
-        "tool_correctness": metrics.ToolCorrectnessMetric,
-        "argument_correctness": metrics.ArgumentCorrectnessMetric,
-        "step_efficiency": metrics.StepEfficiencyMetric,
-        "plan_adherence": metrics.PlanAdherenceMetric,
-        "plan_quality": metrics.PlanQualityMetric,
-        "goal_accuracy": metrics.GoalAccuracyMetric,
+        "task_completion": spanjudge.TaskCompletionMetric,
+        "tool_correctness": spanjudge.ToolCorrectnessMetric,
+        "argument_correctness": spanjudge.ArgumentCorrectnessMetric,
+        "step_efficiency": spanjudge.StepEfficiencyMetric,
+        "plan_adherence": spanjudge.PlanAdherenceMetric,
+        "plan_quality": spanjudge.PlanQualityMetric,
+        "goal_accuracy": spanjudge.GoalAccuracyMetric,
     }
     return classes[config.metric]
 
@@ -126,8 +128,8 @@ _RULE_FIELD = re.compile(r"Rule\.(?P<key>\w+):? (?P<what>.*)", re.DOTALL)
 
 
 def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
-    from spanjudge.evaluators.metrics.geval_params import ParamError
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.metrics.geval_params import ParamError
+    from spanjudge.evaluators._plan.rules import Rule
 
     where = f"rules.{index}"
     cls = metric_class(config)
@@ -196,7 +198,7 @@ def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:
 
 
 def _entrypoint_rules(path: str) -> list[Any]:
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._plan.rules import Rule
 
     factory = import_object(path, "rules_entrypoint")
     try:

@@ -2,8 +2,9 @@
 
 Spans are written to the store inside the request, so a 200 means they are durable (when
 the rules sample by trace or conversation, only the spans some rule can still pick are kept:
-:mod:`spanjudge.worker.keep`; spans waiting for their conversation are held in memory); when too
-many spans are waiting for the store the receiver answers 503 with Retry-After and the
+
+:mod:`spanjudge.worker.keep_policy`; spans waiting for their conversation are held in memory);
+when too many spans are waiting for the store the receiver answers 503 with Retry-After and the
 Collector's ``otlphttp`` exporter retries. Several workers may share one PostgreSQL store: jobs
 are split with row leases, and settling and idleness are decided from the shared arrival times.
 
@@ -26,11 +27,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from spanjudge.exporters.store.urls import redact_url
+from spanjudge._core.urls import redact_url
+from spanjudge._receive.ingest import IngestGate
 from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.settings import WorkerSettings
-from spanjudge.worker.ingest import IngestGate
-from spanjudge.worker.keep import IngestKeep, KeepPlan
+from spanjudge.worker.keep_policy import IngestKeep, KeepPlan
 from spanjudge.worker.numbers import watch_numbers
 from spanjudge.worker.preflight import bind_receiver, open_worker_store, start_warnings
 from spanjudge.worker.rule_config import build_rules, make_judge
@@ -57,14 +58,14 @@ class Worker:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from prometheus_client import CollectorRegistry
 
-        from spanjudge.evaluators.online.loop.monitor import Monitor
-        from spanjudge.exporters.emit.emitter import ScoreEmitter
-        from spanjudge.exporters.otlp.receiver import create_receiver_app
-        from spanjudge.exporters.telemetry import (
+        from spanjudge._core.telemetry import (
             Telemetry,
             metrics_asgi_app,
             prometheus_meter_provider,
         )
+        from spanjudge._receive.receiver import create_receiver_app
+        from spanjudge.evaluators._loop.monitor import Monitor
+        from spanjudge.exporters._emit.emitter import ScoreEmitter
 
         self.settings = settings
         self.clock = clock
@@ -101,7 +102,7 @@ class Worker:
         )
         self.enricher: Any = None
         if settings.mode == "enrich":
-            from spanjudge.evaluators.online.enrich.forwarder import Enricher
+            from spanjudge.evaluators._enrich.forwarder import Enricher
 
             # the backend gets the received spans from this exporter, scores on the spans
             self.enricher = Enricher(
@@ -182,7 +183,7 @@ class Worker:
 
     def _send_label(self, label: Any) -> None:
         """A label posted here leaves as its event at once (the loop re-sends orphans)."""
-        from spanjudge.evaluators.online.loop.delivery import feedback_emitter, send_feedback
+        from spanjudge.exporters._delivery import feedback_emitter, send_feedback
 
         self._agreement = None  # the gauges show it at the next scrape
         emitter = feedback_emitter(self.emitter)
@@ -192,7 +193,7 @@ class Worker:
     def agreement_rows(self) -> list[tuple[str, str, str, float]]:
         """The agreement gauge's rows, recomputed at most once a minute (scrapes come often;
         the labels of the window are read from the store)."""
-        from spanjudge.evaluators.online.review.agreement import agreement, gauge_rows
+        from spanjudge.evaluators._review.agreement import agreement, gauge_rows
 
         now = self.clock()
         if self._agreement is not None and now - self._agreement[0] < AGREEMENT_REFRESH_SECONDS:

@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spanjudge._demo.app import RELEVANT_TOPICS
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.exporters.store import JobSpec, open_store
+from spanjudge._store import open_store
+from spanjudge._store.models import JobSpec
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from tests.deploy.worker_rules import FAILING_JUDGE_URL_ENV
 from tests.support.otlp_sink import OtlpSink

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from spanjudge.exporters import metric_names as mn
+from spanjudge._core import metric_names as mn
 from spanjudge.worker import numbers
 
 ROOT = Path(__file__).resolve().parents[2]

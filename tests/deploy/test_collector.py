@@ -176,7 +176,7 @@ def test_sampling_example_is_what_the_command_prints() -> None:
 
 def test_sampling_example_presamples_at_the_rules_rate_and_routes_by_trace() -> None:
     from spanjudge.cli.collector import collector_threshold
-    from spanjudge.evaluators.online.planning.consistent import threshold_for
+    from spanjudge.evaluators._plan.consistent import threshold_for
 
     config = load(COLLECTOR / "sampling.yaml")
     [pipeline] = pipelines_from(config, 4318)
@@ -227,7 +227,7 @@ def test_percentages_give_the_collector_the_rules_threshold() -> None:
     import random
 
     from spanjudge.cli.collector import collector_threshold, percentage
-    from spanjudge.evaluators.online.planning.consistent import MIN_PROBABILITY, threshold_for
+    from spanjudge.evaluators._plan.consistent import MIN_PROBABILITY, threshold_for
 
     assert [percentage(r) for r in (0.02, 0.01, 0.1, 1 / 3, 1.0)] == [
         "2",

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.emit.evaluation_result import score_attributes
-from spanjudge.exporters.kinds import NAMED_METRICS as METRIC_NAMES
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge._core.kinds import NAMED_METRICS as METRIC_NAMES
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge.exporters._emit.emitter import ScoreEmitter
+from spanjudge.exporters._emit.evaluation_result import score_attributes
 from spanjudge.tracer import attributes as attrs
 from tests.deploy.promql import DASHBOARDS, ROOT
 from tests.support.otlp_sink import OtlpSink

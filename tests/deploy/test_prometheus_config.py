@@ -100,7 +100,7 @@ def test_expressions_use_only_series_the_worker_exports(expression: object) -> N
 
 def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
     # a new instrument must be classified, or its scraped names would be guessed wrong
-    from spanjudge.exporters import metric_names as mn
+    from spanjudge._core import metric_names as mn
     from spanjudge.worker import numbers
     from tests.deploy.promql import INSTRUMENT_KINDS
 
@@ -116,7 +116,7 @@ def test_every_instrument_in_metric_names_has_a_known_kind() -> None:
 def test_scraped_names_agree_with_the_names_documented_in_metric_names() -> None:
     # metric_names.py documents the names observed in a real scrape; our classification of
     # instruments (which decides the names dashboards may use) must produce exactly those
-    from spanjudge.exporters import metric_names as mn
+    from spanjudge._core import metric_names as mn
 
     documented: set[str] = set()
     for line in (mn.__doc__ or "").splitlines():

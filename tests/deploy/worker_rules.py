@@ -15,9 +15,9 @@ FAILING_RULE = "faith-failing-judge"
 
 
 def failing_judge_rules() -> list[Any]:
-    from spanjudge.evaluators.judges import LiteLLMJudge
-    from spanjudge.evaluators.metrics import FaithfulnessMetric
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+    from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+    from spanjudge.evaluators._plan.rules import Rule
 
     judge = LiteLLMJudge(
         "openai/gpt-4o-mini",

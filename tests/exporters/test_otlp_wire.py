@@ -8,8 +8,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanjudge.exporters.otlp.decode import OtlpDecodeError, decode_json, decode_protobuf
-from spanjudge.exporters.otlp.wire import (
+from spanjudge._core.otlp_wire import (
     frame,
     indexed_request_body,
     request_body,
@@ -17,6 +16,7 @@ from spanjudge.exporters.otlp.wire import (
     unframe,
     with_attributes,
 )
+from spanjudge._receive.decode import OtlpDecodeError, decode_json, decode_protobuf
 
 
 def request() -> ExportTraceServiceRequest:

@@ -14,9 +14,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
-from spanjudge.exporters.store.span_exporter import (
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import StoreError
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.exporters._store_spans import (
     QUEUE_FULL,
     SHUTDOWN,
     STORE_ERROR,

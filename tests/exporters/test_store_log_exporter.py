@@ -22,14 +22,15 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from spanjudge.exporters.records import LogEvent
-from spanjudge.exporters.store import SQLiteStore, StoreError
-from spanjudge.exporters.store.log_exporter import (
+from spanjudge._core.span_record import LogEvent
+from spanjudge._store.models import StoreError
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.exporters._store_logs import (
     StoreLogExporter,
     log_to_event,
     store_log_processor,
 )
-from spanjudge.exporters.store.span_exporter import QUEUE_FULL, STORE_ERROR
+from spanjudge.exporters._store_spans import QUEUE_FULL, STORE_ERROR
 
 DETAILS = "gen_ai.client.inference.operation.details"
 MESSAGES = [{"role": "user", "parts": [{"type": "text", "content": "Return a blender?"}]}]
@@ -130,7 +131,7 @@ def test_configure_log_store_adds_the_processor_once(tmp_path: Path) -> None:
         import sys
         import spanjudge
         from opentelemetry import _logs, trace
-        from spanjudge.exporters.store import open_store
+        from spanjudge._store import open_store
 
         store = open_store({str(tmp_path / "cfg.db")!r})
         tracing = spanjudge.configure(service_name="shop", export_otlp=False, log_store=store)

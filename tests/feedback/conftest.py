@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store import JobSpec, SpanStore, open_store
+from spanjudge._core.span_record import EvaluationRecord, SpanRecord
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
 from spanjudge.tracer import attributes as attrs
 from tests.support.stores import BACKENDS, schema_name, stores_on
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge.evaluators.online.review.agreement import (
+from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge.evaluators._review.agreement import (
     Estimate,
     agreement,
     cohen_kappa,
     gauge_rows,
     wilson,
 )
-from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
 
 approx = pytest.approx
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 import spanjudge
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._store.base import SpanStore
 from spanjudge.cli.app import cli
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.store import SpanStore
 from spanjudge.human_feedback import (
     MAX_NOTE_CHARS,
     FeedbackError,

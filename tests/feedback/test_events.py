@@ -12,11 +12,11 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
-from spanjudge.evaluators.online.loop.delivery import Delivery
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.emit.evaluation_result import feedback_event
-from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.exporters.store import SpanStore
+from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._store.base import SpanStore
+from spanjudge.exporters._delivery import Delivery
+from spanjudge.exporters._emit.emitter import ScoreEmitter
+from spanjudge.exporters._emit.evaluation_result import feedback_event
 from spanjudge.settings import load_settings
 from spanjudge.tracer import attributes as attrs
 from spanjudge.worker.service import Worker
@@ -123,7 +123,7 @@ def test_without_the_event_output_labels_wait_in_the_store(seeded: Seeded) -> No
 
 @pytest.fixture
 def worker(store_path: Path, logs: InMemoryLogRecordExporter) -> Iterator[Worker]:
-    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.evaluators._review.explain import OfflineJudge
 
     settings = load_settings(
         None,

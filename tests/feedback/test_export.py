@@ -12,11 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 import spanjudge
+from spanjudge._store.base import SpanStore
 from spanjudge.cli.app import cli
-from spanjudge.evaluators import FaithfulnessMetric, TopicAdherenceMetric, evaluate
-from spanjudge.evaluators.dataset import load_dataset
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.store import SpanStore
+from spanjudge.evaluators._judge.dataset import load_dataset
+from spanjudge.evaluators._judge.evaluate import evaluate
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.testing import ScriptedJudgeServer
 from tests.feedback.conftest import scored
 
@@ -113,7 +115,7 @@ def test_deepevals_evaluate_runs_the_exported_cases(
     from deepeval.metrics import FaithfulnessMetric as DeepEvalFaithfulness
     from deepeval.test_case import LLMTestCase as DeepEvalCase
 
-    from spanjudge.evaluators import as_deepeval_model
+    from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
 
     output = tmp_path / "failing.json"
     done = run("export", "--metric", "faithfulness", "--label", "fail", "-o", str(output),

@@ -10,10 +10,10 @@ import pytest
 from google.rpc import status_pb2
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.decode import JSON, PROTOBUF
-from spanjudge.exporters.otlp.http import status_body
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.store import SpanStore
+from spanjudge._receive.decode import JSON, PROTOBUF
+from spanjudge._receive.http import status_body
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._store.base import SpanStore
 from spanjudge.human_feedback import feedback_http_sink
 from tests.support.stores import sqlite_store
 

@@ -3,8 +3,8 @@ latest label per person, and the emit-once log of the label events."""
 
 from __future__ import annotations
 
-from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.exporters.store import FeedbackLog
+from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._store.base import FeedbackLog
 from tests.feedback.conftest import (
     CONVERSATION,
     LLM_SPAN,

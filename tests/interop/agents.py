@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spanjudge.evaluators.online.rebuild.cases import build_case
-from spanjudge.evaluators.online.rebuild.loading import load_trace
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import find_targets
-from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
-from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge._core.span_record import EvaluationRecord, SpanRecord
+from spanjudge.evaluators._rebuild.cases import build_case
+from spanjudge.evaluators._rebuild.loading import load_trace
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import find_targets
+from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.worker.service import Worker
 from tests.interop.conftest import FIXTURES, Replayed, config_with, replay

@@ -28,11 +28,11 @@ import httpx
 import pytest
 import uvicorn
 
+from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.evaluators.online.rebuild.cases import build_case
-from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
-from spanjudge.evaluators.online.rebuild.targets import Skip, conversation_target, find_targets
-from spanjudge.exporters.records import EvaluationRecord, SpanRecord
+from spanjudge.evaluators._rebuild.cases import build_case
+from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
+from spanjudge.evaluators._rebuild.targets import Skip, conversation_target, find_targets
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs

@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 from tests.interop.conftest import Replayed, scenario
 
 TURNS = {turn.number: turn for turn in scenario.TURNS}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.rebuild.trajectory import Trajectory
+from spanjudge.evaluators._rebuild.trajectory import Trajectory
 from spanjudge.testing import ScriptedJudgeServer
 from tests.interop.agents import (
     AGENT_RECORDINGS,

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.rebuild.targets import Skip
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
+from spanjudge.evaluators._rebuild.targets import Skip
 from tests.interop.conftest import (
     BASELINE,
     CONTENT_OFF,

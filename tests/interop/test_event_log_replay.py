@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.otlp.logs import decode_logs
-from spanjudge.exporters.records import LogEvent, SpanRecord
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._core.span_record import LogEvent, SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._receive.logs import decode_logs
+from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.tracer import attributes as attrs
 
 RECORDING = Path(__file__).parent / "fixtures" / "otel-genai-event"

@@ -11,14 +11,14 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.enrich.forwarder import Enricher
-from spanjudge.evaluators.online.planning.allocation import Allocation, AllocationState
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.sampler import is_sampled
-from spanjudge.evaluators.online.review.explain import explain_trace
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._enrich.forwarder import Enricher
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._plan.allocation import Allocation, AllocationState
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._plan.sampler import is_sampled
+from spanjudge.evaluators._review.explain import explain_trace
 from tests.evaluators.online.spans import Trace
 
 NOW = 50_000.0
@@ -176,9 +176,9 @@ def test_the_explain_command_reads_the_allocation_from_its_store(tmp_path: Path)
 
     from click.testing import CliRunner
 
+    from spanjudge._core.span_record import EvaluationRecord
+    from spanjudge._store.models import JobSpec
     from spanjudge.cli.app import cli
-    from spanjudge.exporters.records import EvaluationRecord
-    from spanjudge.exporters.store import JobSpec
     from tests.evaluators.online.test_explain import first_trace, recorded
 
     spans = recorded("openinference")

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
 from spanjudge.cli.app import cli
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store import JobSpec, SpanStore
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_summary_and_compare_on_postgresql(postgres_store: tuple[SpanStore, str]
     store, _config = postgres_store
     _versions(store, {"1.0": 0.92, "1.1": 0.75, "1.2": 0.92}, n=400)
     from spanjudge.cli.numbers import summary_of
-    from spanjudge.evaluators.online.review.regressions import compare_segments
+    from spanjudge.evaluators._review.regressions import compare_segments
 
     rows = summary_of(store, by="service.version", since=None, rule=None, cap=10)
     assert [row.segment for row in rows] == ["1.0", "1.1", "1.2"]

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
 from spanjudge.cli.app import cli
-from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
-from spanjudge.exporters.store import JobSpec, SpanStore, open_store
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.worker.numbers import NumbersConfig
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from spanjudge.exporters.store import SpanStore, open_store
-from spanjudge.exporters.telemetry import prometheus_meter_provider
+from spanjudge._core.telemetry import prometheus_meter_provider
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
 from spanjudge.worker.numbers import NumbersConfig, NumbersWatch
 from tests.numbers.test_watch import fill
 
@@ -109,7 +110,7 @@ def test_the_worker_starts_the_check_with_its_loop_and_stops_it_on_shutdown(
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.evaluators._review.explain import OfflineJudge
     from spanjudge.settings import load_settings
     from spanjudge.worker.service import Worker
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.review.estimates import mean_interval
-from spanjudge.evaluators.online.review.regressions import (
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._store.summaries import SegmentSums, add_record
+from spanjudge.evaluators._review.estimates import mean_interval
+from spanjudge.evaluators._review.regressions import (
     MIN_VERDICTS,
     compare_mean_score,
     compare_pass_rate,
 )
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store.summaries import SegmentSums, add_record
 
 REFERENCE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "null_reference.json").read_text(encoding="utf-8")

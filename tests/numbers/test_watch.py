@@ -15,9 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store import JobSpec, SpanStore, open_store
-from spanjudge.exporters.telemetry import prometheus_meter_provider
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._core.telemetry import prometheus_meter_provider
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
 from spanjudge.worker.numbers import NumbersConfig, NumbersWatch
 
 NOW = time.time()

@@ -28,13 +28,12 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from pydantic import BaseModel
 
-from spanjudge.evaluators.judges import Judge
-from spanjudge.evaluators.judges.base import Messages, Usage
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.store import open_store
+from spanjudge._store import open_store
+from spanjudge.evaluators._judge.judges.base import Judge, Messages, Usage
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 
 POINTS = ("before_claim", "mid_judge", "after_complete", "mid_emit", "span_marked", "event_marked")
 # The output a point lets ``mark_emitted`` record before the process dies (None: neither).

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.store import open_store
+from spanjudge._store import open_store
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.store import open_store
+from spanjudge._store import open_store
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent

@@ -21,13 +21,13 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
-from spanjudge.exporters.store.span_exporter import QUEUE_FULL, StoreSpanExporter
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
+from spanjudge.exporters._store_spans import QUEUE_FULL, StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.loop.conftest import App

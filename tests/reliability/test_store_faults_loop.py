@@ -22,13 +22,15 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
-from spanjudge.exporters.store.span_exporter import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import StoreError
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
+from spanjudge.exporters._store_spans import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent
@@ -312,7 +314,7 @@ def test_postgresql_connections_killed_mid_run_then_evaluation_resumes(
     is waiting on the judge (a stand-in for a restart; the shared server is not restarted).
     The monitor recovers by itself in later ticks: every target gets exactly one result and one
     evaluation span id, and a further tick finds nothing to do."""
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
     url, schema = pg_schema
     app_name = f"spanjudge-rel-{uuid.uuid4().hex[:8]}"

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.exporters.store import SpanStore
+from spanjudge._store.base import SpanStore
 from spanjudge.tracer import capture
 from tests.evaluators.loop.conftest import (  # noqa: F401 (fixtures)
     App,

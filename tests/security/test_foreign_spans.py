@@ -19,14 +19,16 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from spanjudge._core import metric_names as names
+from spanjudge._core.span_record import SpanEvent, SpanRecord
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.records import SpanEvent, SpanRecord
-from spanjudge.exporters.store import ORPHAN_SETTLE_FACTOR
+from spanjudge._store.models import ORPHAN_SETTLE_FACTOR
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
@@ -237,7 +239,7 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
     for spans in traces.values():
         db.write_spans(spans, now=1_000.0)
     reader = InMemoryMetricReader()
-    from spanjudge.exporters.telemetry import Telemetry
+    from spanjudge._core.telemetry import Telemetry
 
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     exported = InMemorySpanExporter()
@@ -318,9 +320,9 @@ def test_foreign_spans_are_scored_or_skipped_with_a_reason_and_the_loop_never_ra
 @pytest.mark.timeout(60)
 def test_cycles_alone_never_hang_target_search_or_rebuild() -> None:
     """The pure path, without a judge: cycles of every length through every rule kind."""
-    from spanjudge.evaluators.online import build_case, conversation_target, find_targets
-    from spanjudge.evaluators.online.rebuild.targets import Skip
-    from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
+    from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
+    from spanjudge.evaluators._rebuild.cases import build_case
+    from spanjudge.evaluators._rebuild.targets import Skip, conversation_target, find_targets
 
     rules = [
         Rule(FaithfulnessMetric(), target="llm"),

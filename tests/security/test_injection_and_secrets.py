@@ -3,7 +3,7 @@
 (a) No SQL is built from user text: SQL payloads in span names, attribute keys and values,
     service names, conversation ids, rule names and filter values round-trip through both stores
     and through a Monitor rule, byte for byte (NUL in the text columns becomes U+FFFD, as
-    ``exporters/store/sql.py::_clean`` documents), and every table is intact afterwards.
+    ``spanjudge/_store/sql.py::_clean`` documents), and every table is intact afterwards.
 (b) A judge API key never shows in logs (every logger at DEBUG), exceptions, stored results,
     the SQLite file, evaluation spans or the Prometheus exposition, whether the judge answers,
     refuses (401), fails (500) or is not there; the worker's startup log and configuration
@@ -38,16 +38,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from starlette.testclient import TestClient
 
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.otlp import receiver as receiver_module
-from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app, serve_receiver
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SpanStore, StoreError, open_store
-from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._receive import receiver as receiver_module
+from spanjudge._receive.receiver import BackgroundServer, create_receiver_app, serve_receiver
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import StoreError
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.settings import ConfigError, WorkerSettings, load_settings
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
@@ -84,7 +87,7 @@ RULE_SAFE = [p for p in PAYLOADS if "\x00" not in p]
 
 
 def _column(text: str) -> str:
-    """What a text column gives back (exporters/store/sql.py _clean: NUL -> U+FFFD)."""
+    """What a text column gives back (spanjudge/_store/sql.py _clean: NUL -> U+FFFD)."""
     return text.replace("\x00", "\ufffd")
 
 
@@ -230,7 +233,7 @@ def judge_case(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, str |
         server.stop()
         return
     if case == "refused":
-        from spanjudge.evaluators.judges import LiteLLMJudge
+        from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 
         judge = LiteLLMJudge(
             "openai/scripted-judge", api_base=f"http://127.0.0.1:{closed_port()}/v1", **options
@@ -292,7 +295,7 @@ def test_judge_api_key_never_leaks(
         # the judge's own exception, as an app calling it directly would see it
         direct: list[str] = []
         if expected_error is not None or case == "unauthorized":
-            from spanjudge.evaluators.metrics.bias import Opinions
+            from spanjudge.evaluators._judge.metrics.bias import Opinions
 
             try:
                 judge.generate("hello", Opinions)
@@ -369,7 +372,7 @@ def test_worker_log_and_config_errors_never_show_secrets(
         assert worker.terminate() == 0
     finally:
         worker.kill()
-        from spanjudge.exporters.store.postgres import PostgresStore
+        from spanjudge._store.postgres import PostgresStore
 
         PostgresStore(POSTGRES_URL, schema=schema).drop_schema()
     log = worker.log()

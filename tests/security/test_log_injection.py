@@ -19,13 +19,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.exporters.logtext import LIMIT, log_text
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._core.log_text import LIMIT, log_text
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.rules import Rule
 
 FORGED = "\n2026-01-01 12:00:00 ERROR spanjudge.worker forged line"
 ARRIVED = 1_000.0

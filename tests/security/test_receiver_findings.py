@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.decode import OtlpDecodeError, decode_json
-from spanjudge.exporters.otlp.receiver import create_receiver_app
+from spanjudge._receive.decode import OtlpDecodeError, decode_json
+from spanjudge._receive.receiver import create_receiver_app
 
 BODIES = [
     # an infinity where an enum or an integer belongs: protobuf raised OverflowError (a 500);

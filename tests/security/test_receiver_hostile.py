@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app
+from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 
 PB = {"Content-Type": "application/x-protobuf"}

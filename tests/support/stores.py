@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from spanjudge.exporters.store import SpanStore, SQLiteStore, StoreError
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import StoreError
+from spanjudge._store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
 POSTGRES_URL = os.environ.get(
     "SPANJUDGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -49,7 +51,7 @@ def schema_name(prefix: str = "spanjudge_test") -> str:
 def open_postgres(schema: str, max_size: int = 4) -> PostgresStore:
     """A PostgresStore on ``schema`` of the test server, or a clear failure."""
     # imported here: psycopg is loaded only by the tests that use PostgreSQL
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
     try:
         return PostgresStore(POSTGRES_URL, schema=schema, max_size=max_size, timeout=5.0)
@@ -60,7 +62,7 @@ def open_postgres(schema: str, max_size: int = 4) -> PostgresStore:
 def drop_schema(schema: str) -> None:
     """Drop ``schema`` through a connection of its own, so it works after the test closed its
     stores (a restart test does)."""
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
     with contextlib.suppress(StoreError):
         fresh = PostgresStore(POSTGRES_URL, schema=schema, max_size=1, timeout=5.0)

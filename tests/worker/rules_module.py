@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanjudge.evaluators.test_case import LLMTestCase
+from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 # a litellm model string never called: these rules are only built, not run
 NO_JUDGE = "openai/never-called"
@@ -16,8 +16,8 @@ def custom_case(span: Any) -> LLMTestCase:
 
 
 def make_rules() -> list[Any]:
-    from spanjudge.evaluators.metrics import BiasMetric
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+    from spanjudge.evaluators._plan.rules import Rule
 
     return [Rule(BiasMetric(model=NO_JUDGE), target="llm", name="custom", build_case=custom_case)]
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from spanjudge.exporters.otlp.receiver import create_receiver_app
+from spanjudge._receive.receiver import create_receiver_app
 from spanjudge.worker.service import IngestGate
 from tests.support.ports import free_port
 from tests.worker.conftest import split_request

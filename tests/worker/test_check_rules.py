@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators.metrics import RepeatedCallCheck, StepLimitCheck, ToolErrorCheck
+from spanjudge.evaluators._judge.metrics.trajectory_checks import (
+    RepeatedCallCheck,
+    StepLimitCheck,
+    ToolErrorCheck,
+)
 from spanjudge.settings import load_settings
 from spanjudge.worker.rule_config import build_rule
 

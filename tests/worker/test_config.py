@@ -254,7 +254,7 @@ def test_no_rules_is_an_error() -> None:
 
 
 def test_store_url_in_logs_hides_passwords_in_user_info_and_parameters() -> None:
-    from spanjudge.exporters.store.urls import redact_url as _safe_url
+    from spanjudge._core.urls import redact_url as _safe_url
 
     assert _safe_url("postgresql://u:s3cret@h:5432/db?password=x2&sslmode=require") == (
         "postgresql://u:***@h:5432/db?password=***&sslmode=require"

@@ -15,7 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.decode import PROTOBUF
+from spanjudge._receive.decode import PROTOBUF
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
@@ -158,9 +158,9 @@ def test_a_claim_goes_out_in_requests_of_at_most_batch_size_spans_and_a_refusal_
     untried (counted once sent and failed, not as failed)."""
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from spanjudge.evaluators.online.enrich.forwarder import Enricher
-    from spanjudge.exporters.otlp.decode import decode_protobuf
-    from spanjudge.exporters.store import open_store
+    from spanjudge._receive.decode import decode_protobuf
+    from spanjudge._store import open_store
+    from spanjudge.evaluators._enrich.forwarder import Enricher
     from tests.worker.conftest import split_request
     from tests.worker.test_enrich import FlakyBackend
 
@@ -214,9 +214,9 @@ def test_a_request_stays_under_max_request_bytes_and_a_larger_entry_still_goes_a
     back. Through the real OTLP/HTTP exporter: what the backend receives is measured."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from spanjudge.evaluators.online.enrich.forwarder import Enricher
-    from spanjudge.exporters.otlp.decode import decode_protobuf
-    from spanjudge.exporters.store import open_store
+    from spanjudge._receive.decode import decode_protobuf
+    from spanjudge._store import open_store
+    from spanjudge.evaluators._enrich.forwarder import Enricher
     from tests.worker.conftest import split_request
 
     store = open_store(f"sqlite:///{tmp_path}/bytes.db")

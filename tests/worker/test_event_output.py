@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from spanjudge.exporters.otlp.decode import decode_protobuf
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.decode import decode_protobuf
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs

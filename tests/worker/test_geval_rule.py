@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from spanjudge.evaluators.metrics import ConversationalGEval, GEval
+from spanjudge.evaluators._judge.metrics.geval import GEval
+from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs

@@ -1,4 +1,4 @@
-"""The ingest decision alone (spanjudge/worker/keep.py): which rules let the worker store
+"""The ingest decision alone (spanjudge/worker/keep_policy.py): which rules let the worker store
 little, which traces it stores, and the bounded buffer of traces waiting for the span that
 names their conversation (held, released, expired, dropped on overflow: all counted)."""
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
+from spanjudge.evaluators._plan.consistent import keeps, key_kept
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker.keep import IngestKeep, KeepPlan
+from spanjudge.worker.keep_policy import IngestKeep, KeepPlan
 
 
 @dataclass
@@ -85,7 +85,7 @@ def test_the_screen_on_raw_ids_decides_as_consistent_keeps(rate: float) -> None:
     ids += [bytes(9) + (0xFFFFFFFFFFFFFF - n).to_bytes(7, "big") for n in range(3)]
     ids += [bytes(9) + n.to_bytes(7, "big") for n in range(1, 4)]
     if 0 < rate < 1:
-        from spanjudge.evaluators.online.planning.consistent import threshold_for
+        from spanjudge.evaluators._plan.consistent import threshold_for
 
         edge = threshold_for(max(rate, 2**-56))
         ids += [b"\x01" * 9 + (edge + d).to_bytes(7, "big") for d in (-1, 0, 1) if edge + d < 2**56]
@@ -167,7 +167,7 @@ def test_a_full_buffer_drops_the_oldest_traces_counted_and_warned(
 ) -> None:
     keep = conversation_keep(max_held_spans=5)
     ids = waiting_ids(4, 0.5)
-    with caplog.at_level(logging.WARNING, logger="spanjudge.worker.keep"):
+    with caplog.at_level(logging.WARNING, logger="spanjudge.worker.keep_policy"):
         for n, trace in enumerate(ids):
             keep.admit([span(trace, 1), span(trace, 2)], now=float(n))
     assert keep.held_spans == 4  # the two newest traces
@@ -249,7 +249,7 @@ def test_a_retried_request_holds_each_span_once() -> None:
 
 
 def test_the_gate_gives_released_spans_back_when_the_store_fails() -> None:
-    from spanjudge.worker.ingest import IngestGate
+    from spanjudge._receive.ingest import IngestGate
 
     class FlakyStore:
         def __init__(self) -> None:

@@ -17,12 +17,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from starlette.testclient import TestClient
 
 from spanjudge._demo.app import RELEVANT_TOPICS
-from spanjudge.evaluators.online.planning.consistent import keeps
-from spanjudge.exporters.otlp.decode import PROTOBUF
+from spanjudge._receive.decode import PROTOBUF
+from spanjudge.evaluators._plan.consistent import keeps
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
-from spanjudge.worker import keep as keep_module
+from spanjudge.worker import keep_policy as keep_module
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink

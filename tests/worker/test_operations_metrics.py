@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanjudge.exporters.otlp.serving import BackgroundServer
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._receive.serving import BackgroundServer
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.worker.service import Worker

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from spanjudge.exporters.store import open_store
+from spanjudge._store import open_store
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.loop.test_demo_and_scheduler import run_demo
 from tests.support.phoenix import PhoenixServer, micros

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.exporters.store import open_store
+from spanjudge._store import open_store
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.support.stores import POSTGRES_URL, drop_schema, schema_name

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from google.protobuf import json_format
 
-from spanjudge.exporters import metric_names as mn
+from spanjudge._core import metric_names as mn
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.support.otlp_sink import OtlpSink

@@ -14,11 +14,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.evaluators.online import MonitorConfig, Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.store import SpanStore
-from spanjudge.exporters.telemetry import Telemetry
+from spanjudge._core.telemetry import Telemetry
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.online.spans import Trace
 from tests.support.clock import Clock

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanjudge.evaluators import ConversationalTestCase, LLMTestCase, Turn
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.metrics.bias import BiasTemplate
-from spanjudge.evaluators.metrics.identity import class_digest
-from spanjudge.evaluators.online.loop.result_cache import cache_key
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric, BiasTemplate
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.identity import class_digest
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
+from spanjudge.evaluators._loop.result_cache import cache_key
 from spanjudge.testing import ScriptedJudgeServer
 
 
@@ -84,11 +85,11 @@ def test_a_metric_that_cannot_name_itself_is_never_cached() -> None:
 
 
 KEY_IN_A_PROCESS = """
-from spanjudge.evaluators import LLMTestCase
-from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.metrics.bias import BiasTemplate
-from spanjudge.evaluators.online.loop.result_cache import cache_key
+from spanjudge import LLMTestCase
+from spanjudge.evaluators._judge.judges import LiteLLMJudge
+from spanjudge import BiasMetric
+from spanjudge.evaluators._judge.metrics.bias import BiasTemplate
+from spanjudge.evaluators._loop.result_cache import cache_key
 
 class Picky(BiasTemplate):
     @staticmethod

@@ -13,10 +13,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._core import metric_names as names
+from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.cache.conftest import Loop, script_bias, write_traces
@@ -129,7 +129,7 @@ def test_a_changed_parameter_never_hits(
 def test_a_changed_prompt_template_never_hits(
     store_factory: Callable[[], Any], judge_server: ScriptedJudgeServer, loop: Loop, clock: Clock
 ) -> None:
-    from spanjudge.evaluators.metrics.bias import BiasTemplate
+    from spanjudge.evaluators._judge.metrics.bias import BiasTemplate
 
     class OneWordChanged(BiasTemplate):
         @staticmethod

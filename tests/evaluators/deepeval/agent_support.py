@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from spanjudge.evaluators.metrics import ToolErrorCheck
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.cases import default_case
-from spanjudge.evaluators.online.rebuild.targets import find_targets
-from spanjudge.evaluators.test_case import LLMTestCase
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import EvaluationRecord, SpanRecord
-from spanjudge.exporters.store import SpanStore
+from spanjudge._core.span_record import EvaluationRecord, SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
+from spanjudge.evaluators._judge.test_case import LLMTestCase
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.targets import find_targets
 from tests.evaluators.cache.conftest import Loop
 from tests.support.clock import Clock
 

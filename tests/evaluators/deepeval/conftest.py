@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.store import SpanStore, SQLiteStore
+from spanjudge._store.base import SpanStore
+from spanjudge._store.sqlite import SQLiteStore
 from tests.evaluators.cache.conftest import clock, loop, sink
 
 __all__ = ["clock", "loop", "sink"]

@@ -18,11 +18,11 @@ from deepeval.metrics import (
 )
 from deepeval.utils import serialize_to_json
 
-from spanjudge.evaluators import as_deepeval_model
-from spanjudge.evaluators.deepeval_bridge.trace_dict import MAX_DEPTH, trace_dict
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.trajectory import MAX_STEPS, Step, Trajectory
-from spanjudge.exporters.store import SpanStore
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import MAX_DEPTH, trace_dict
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.trajectory import MAX_STEPS, Step, Trajectory
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.cache.conftest import Loop
 from tests.evaluators.deepeval.agent_support import (

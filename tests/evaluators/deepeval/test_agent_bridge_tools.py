@@ -18,14 +18,15 @@ from deepeval.metrics import (
 )
 from deepeval.test_case import ToolCall as DeepEvalToolCall
 
-from spanjudge.evaluators import DeepEvalMetric, as_deepeval_model
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.result_cache import cache_key
-from spanjudge.evaluators.online.rebuild.cases import default_case
-from spanjudge.evaluators.online.rebuild.targets import Target
-from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SpanStore
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._loop.result_cache import cache_key
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.targets import Target
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.cache.conftest import Loop
 from tests.evaluators.deepeval.agent_support import (

@@ -19,11 +19,12 @@ import pytest
 from deepeval import metrics as de
 from deepeval.test_case import ToolCall as DeepEvalToolCall
 
-from spanjudge.evaluators import DeepEvalMetric, as_deepeval_model
-from spanjudge.evaluators import metrics as ours
-from spanjudge.evaluators.online.rebuild.cases import default_case
-from spanjudge.evaluators.online.rebuild.targets import conversation_target
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall
+import spanjudge as ours
+from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, ToolCall
+from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.targets import conversation_target
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.deepeval.agent_support import (

@@ -18,10 +18,11 @@ from deepeval.metrics import (
 from deepeval.metrics import BiasMetric as DeepEvalBias
 from deepeval.models import DeepEvalBaseLLM
 
-from spanjudge.evaluators import DeepEvalMetric, as_deepeval_model
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.exporters.store import SpanStore
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import Fault, ScriptedJudgeServer, ScriptedRequest
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.cache.conftest import Loop, write_traces

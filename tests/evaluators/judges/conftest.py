@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spanjudge.evaluators.judges import litellm_judge
+from spanjudge.evaluators._judge.judges import litellm_judge
 
 
 @pytest.fixture(autouse=True, params=["direct", "litellm"])

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from spanjudge.evaluators.judges import (
+from spanjudge.evaluators._judge.judges.base import (
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
     JudgeServerError,
     JudgeTimeoutError,
-    LiteLLMJudge,
 )
-from spanjudge.evaluators.judges.direct import HTTPFailure, _check, direct_body, env_proxy
+from spanjudge.evaluators._judge.judges.direct import HTTPFailure, _check, direct_body, env_proxy
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from tests.support.ports import closed_port
 
@@ -244,7 +244,7 @@ def test_the_proxy_is_skipped_for_hosts_no_proxy_names(monkeypatch: pytest.Monke
 NO_LITELLM_SCRIPT = """
 import asyncio, json, sys
 from pydantic import BaseModel
-from spanjudge.evaluators.judges import LiteLLMJudge
+from spanjudge.evaluators._judge.judges import LiteLLMJudge
 
 class Reason(BaseModel):
     reason: str

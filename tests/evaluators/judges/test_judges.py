@@ -13,19 +13,18 @@ from urllib.parse import urlsplit
 import pytest
 from pydantic import BaseModel
 
-from spanjudge.evaluators.judges import (
-    DeepEvalModelJudge,
+from spanjudge.evaluators._judge.judges import resolve_judge
+from spanjudge.evaluators._judge.judges.answers import extract_json, parse_answer
+from spanjudge.evaluators._judge.judges.base import (
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
     JudgeResponseError,
     JudgeServerError,
     JudgeTimeoutError,
-    LiteLLMJudge,
-    extract_json,
-    resolve_judge,
 )
-from spanjudge.evaluators.judges.answers import parse_answer
+from spanjudge.evaluators._judge.judges.custom import DeepEvalModelJudge
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from tests.support.ports import closed_port
 
@@ -385,7 +384,7 @@ def test_many_waiters_in_one_loop_do_not_deadlock(judge_server: Any) -> None:
 
 
 def test_cancelled_waiters_never_keep_a_slot() -> None:
-    from spanjudge.evaluators.judges.slots import Slots
+    from spanjudge.evaluators._judge.judges.slots import Slots
 
     slots = Slots(1)
 
@@ -410,7 +409,7 @@ def test_cancelled_waiters_never_keep_a_slot() -> None:
 def test_a_slot_released_on_the_waiters_own_loop_needs_no_cross_thread_wakeup() -> None:
     # the usual case in a worker: calls of one loop hand slots to each other; waking the loop
     # through its self-pipe (call_soon_threadsafe) there costs a socket write per judge call
-    from spanjudge.evaluators.judges.slots import Slots
+    from spanjudge.evaluators._judge.judges.slots import Slots
 
     slots = Slots(2)
     order: list[int] = []

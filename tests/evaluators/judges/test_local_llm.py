@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.judges.structured import NEGOTIATOR
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.test_case import LLMTestCase
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.judges.structured import NEGOTIATOR
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow

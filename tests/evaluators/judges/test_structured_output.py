@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from spanjudge.evaluators.judges import JudgeError, JudgeResponseError, LiteLLMJudge
-from spanjudge.evaluators.judges.structured import NEGOTIATOR, pick_form, refuses
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
-from spanjudge.evaluators.test_case import LLMTestCase
+from spanjudge.evaluators._judge.judges.base import JudgeError, JudgeResponseError
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.judges.structured import NEGOTIATOR, pick_form, refuses
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase
 from spanjudge.testing import ScriptedJudgeServer
 
 

@@ -11,8 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.exporters.store import SpanStore, open_store
-from spanjudge.exporters.store.span_exporter import StoreSpanExporter
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge.exporters._store_spans import StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink

@@ -7,11 +7,12 @@ import time
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.evaluators.judges import LiteLLMJudge
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
+from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from spanjudge._store import open_store
 from spanjudge.cli.app import cli, parse_since
-from spanjudge.exporters.store import open_store
 from tests.evaluators.loop.test_monitor_e2e import agent
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._store import open_store
+from spanjudge._store.models import JobSpec
 from spanjudge.cli.app import cli
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store import JobSpec, open_store
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.online.spans import Trace
 

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.batch_spans import BatchSpans
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import Job, SpanStore
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import Job
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.batch_spans import BatchSpans
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe
 from tests.support.stores import BACKENDS, schema_name, stores_on

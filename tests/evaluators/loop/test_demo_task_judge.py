@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge.evaluators.metrics.task_completion import TaskCompletionMetric
-from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
-from spanjudge.evaluators.test_case import LLMTestCase
+from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase
+from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
 from spanjudge.testing import ScriptedJudgeServer
 
 TASK = "Where is my order 1042? Please refund the express shipping I paid for it."

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.loop.config import MonitorConfig
-from spanjudge.evaluators.online.loop.drain import Drain
-from spanjudge.evaluators.online.planning.planner import TickReport
-from spanjudge.exporters.store import StoreError
+from spanjudge._store.models import StoreError
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.drain import Drain
+from spanjudge.evaluators._plan.planner import TickReport
 
 
 class _Store:

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.evaluators.online.loop.runner import retry_window
-from spanjudge.evaluators.online.planning.planner import TickReport
-from spanjudge.exporters.store import SpanStore, open_store
+from spanjudge._store import open_store
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.runner import retry_window
+from spanjudge.evaluators._plan.planner import TickReport
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.settings import WorkerSettings
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from tests.evaluators.online.spans import Trace
@@ -154,7 +155,7 @@ def test_what_an_outage_left_as_errors_backfill_retry_errors_evaluates_again(
 
 
 def outcome(status: str, error_type: str | None = None, calls: int = 1) -> Any:
-    from spanjudge.exporters.records import EvaluationRecord
+    from spanjudge._core.span_record import EvaluationRecord
 
     record = EvaluationRecord("bias", "bias", "llm", "s1", "t1", "s1", status=status)
     record.error_type, record.error_message, record.judge_calls = error_type, "boom", calls

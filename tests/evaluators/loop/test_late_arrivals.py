@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import BiasMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.store import SpanStore
+from spanjudge._store.base import SpanStore
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace

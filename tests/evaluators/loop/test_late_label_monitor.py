@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spanjudge.evaluators.metrics import StepLimitCheck
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.config import MonitorConfig
-from spanjudge.evaluators.online.loop.monitor import Monitor
-from spanjudge.evaluators.online.planning.allocation import AllocationState
-from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.trajectory_checks import StepLimitCheck
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
+from spanjudge.evaluators._plan.allocation import AllocationState
+from spanjudge.evaluators._plan.rules import Rule
 from tests.evaluators.online.spans import Trace
 
 NOW = 50_000.0

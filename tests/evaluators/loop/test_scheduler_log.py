@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spanjudge.evaluators.online.loop.schedule import APSCHEDULER_LOGGER, every
+from spanjudge.evaluators._loop.schedule import APSCHEDULER_LOGGER, every
 
 # importing litellm sets these two children to WARNING itself; a worker that has not imported
 # it yet (the judge is imported lazily) logs through them at INFO

@@ -9,10 +9,10 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.emit.emitter import ScoreEmitter
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import observe

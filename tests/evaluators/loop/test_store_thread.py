@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spanjudge.evaluators.metrics import BiasMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.loop.monitor import Monitor, MonitorConfig
-from spanjudge.exporters.store import StoreError
+from spanjudge._store.models import StoreError
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanjudge.evaluators.online.rebuild.trajectory import (
+from spanjudge.evaluators._judge.test_case import LLMTestCase
+from spanjudge.evaluators._rebuild.trajectory import (
     Step,
     ToolDefinition,
     ToolRequest,
     Trajectory,
 )
-from spanjudge.evaluators.test_case import LLMTestCase
 
 TASK = "Cancel order 7 and email me a confirmation."
 

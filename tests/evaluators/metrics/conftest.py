@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics.faithfulness import truth_cache
+from spanjudge.evaluators._judge.metrics.faithfulness import truth_cache
 
 
 @pytest.fixture(autouse=True)

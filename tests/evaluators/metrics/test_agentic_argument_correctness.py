@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import ArgumentCorrectnessMetric, MetricError
-from spanjudge.evaluators.online.rebuild.trajectory import Step, Trajectory
-from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._judge.metrics.argument_correctness import ArgumentCorrectnessMetric
+from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
 from tests.evaluators.metrics.agentic_support import TASK, case_of, support_trajectory
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
@@ -98,7 +99,7 @@ def test_hand_written_tools_called_are_judged(judge_server: Any, scripted_judge:
 def test_only_the_first_calls_are_judged_and_the_reason_says_so(
     judge_server: Any, scripted_judge: Any
 ) -> None:
-    from spanjudge.evaluators.metrics.agent_text import MAX_JUDGED_CALLS
+    from spanjudge.evaluators._judge.metrics.agent_text import MAX_JUDGED_CALLS
 
     script(judge_server, ["yes"] * MAX_JUDGED_CALLS)
     steps = [Step(i, "tool_call", "search", str(i), arguments={"q": i}) for i in range(100)]

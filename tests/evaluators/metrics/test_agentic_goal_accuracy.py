@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import GoalAccuracyMetric, MetricError
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
+from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.evaluators._judge.metrics.goal_accuracy import GoalAccuracyMetric
+from spanjudge.evaluators._judge.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    ToolCall,
+    Turn,
+)
 from tests.evaluators.metrics.agentic_support import support_trajectory
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import (
-    MetricError,
+from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.evaluators._judge.metrics.plan_metrics import (
+    NO_PLAN_REASON,
     PlanAdherenceMetric,
     PlanQualityMetric,
-    StepEfficiencyMetric,
 )
-from spanjudge.evaluators.metrics.plan_metrics import NO_PLAN_REASON
+from spanjudge.evaluators._judge.metrics.step_efficiency import StepEfficiencyMetric
 from tests.evaluators.metrics.agentic_support import TASK, case_of, support_trajectory
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 

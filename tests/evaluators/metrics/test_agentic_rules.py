@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+import spanjudge as metrics
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators import metrics
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.cases import build_case
-from spanjudge.evaluators.online.rebuild.targets import Skip, find_targets
-from spanjudge.evaluators.test_case import LLMTestCase
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanRecord
+from spanjudge.evaluators._judge.test_case import LLMTestCase
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import build_case
+from spanjudge.evaluators._rebuild.targets import Skip, find_targets
 from spanjudge.settings import load_settings
 from spanjudge.worker.rule_config import build_rule
 
@@ -131,7 +131,7 @@ def test_a_recorded_agent_turn_is_scored_from_its_trajectory(
 
 
 def test_the_judge_cache_keys_agent_metrics_by_the_trajectory() -> None:
-    from spanjudge.evaluators.online.loop.result_cache import cache_key
+    from spanjudge.evaluators._loop.result_cache import cache_key
     from tests.evaluators.metrics.agentic_support import case_of, support_trajectory
 
     metric = metrics.TaskCompletionMetric(model="openai/scripted-judge")

@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import MetricError, MissingFieldError, TaskCompletionMetric
-from spanjudge.evaluators.online.rebuild.trajectory import Trajectory
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
+from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
+from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionMetric
+from spanjudge.evaluators._judge.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    ToolCall,
+    Turn,
+)
+from spanjudge.evaluators._rebuild.trajectory import Trajectory
 from tests.evaluators.metrics.agentic_support import TASK, case_of, support_trajectory
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 

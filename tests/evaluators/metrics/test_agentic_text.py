@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import TaskCompletionMetric, agent_text
-from spanjudge.evaluators.metrics.agent_text import (
+from spanjudge.evaluators._judge.metrics import agent_text
+from spanjudge.evaluators._judge.metrics.agent_text import (
     HEAD_STEPS,
     MAX_RENDER_CHARS,
     MAX_RENDER_STEPS,
@@ -20,13 +20,14 @@ from spanjudge.evaluators.metrics.agent_text import (
     render_steps,
     render_tools,
 )
-from spanjudge.evaluators.online.rebuild.trajectory import (
+from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._rebuild.trajectory import (
     Step,
     ToolDefinition,
     ToolRequest,
     Trajectory,
 )
-from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
 from tests.evaluators.metrics.agentic_support import case_of, long_trajectory
 from tests.evaluators.metrics.conftest import prompts_for
 

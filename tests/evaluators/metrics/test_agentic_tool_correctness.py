@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import MetricError, ToolCorrectnessMetric
-from spanjudge.evaluators.online.rebuild.trajectory import Step, ToolRequest, Trajectory
-from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.evaluators._judge.metrics.tool_correctness import ToolCorrectnessMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._rebuild.trajectory import Step, ToolRequest, Trajectory
 from tests.evaluators.metrics.agentic_support import TASK, case_of, support_trajectory
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 

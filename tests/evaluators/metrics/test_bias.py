@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import BiasMetric, MissingFieldError
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
+from spanjudge.evaluators._judge.metrics.base import MissingFieldError
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 CASE = LLMTestCase(

@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric
-from spanjudge.evaluators.test_case import LLMTestCase
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 ANSWERS: dict[str, dict[str, Any]] = {
     "Truths": {"truths": ["The sky is blue."]},

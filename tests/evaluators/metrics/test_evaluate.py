@@ -8,19 +8,13 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators import (
-    BiasMetric,
-    ConversationalTestCase,
-    EvaluationResult,
-    FaithfulnessMetric,
-    LLMTestCase,
-    TopicAdherenceMetric,
-    Turn,
-    evaluate,
-)
-from spanjudge.evaluators.evaluate import a_evaluate
-from spanjudge.evaluators.judges import Judge
-from spanjudge.evaluators.metrics.base import BaseMetric, run_sync
+from spanjudge.evaluators._judge.evaluate import EvaluationResult, a_evaluate, evaluate
+from spanjudge.evaluators._judge.judges.base import Judge
+from spanjudge.evaluators._judge.metrics.base import BaseMetric, run_sync
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import schema_names
 
 RAG = LLMTestCase(

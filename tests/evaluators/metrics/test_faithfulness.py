@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import (
+from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
+from spanjudge.evaluators._judge.metrics.faithfulness import (
     FaithfulnessMetric,
     FaithfulnessTemplate,
-    MetricError,
-    MissingFieldError,
 )
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 CASE = LLMTestCase(
@@ -207,7 +206,7 @@ def test_a_conversation_misses_every_required_field(scripted_judge: Any) -> None
 
 
 def test_judge_failure_sets_error_and_raises(judge_server: Any, scripted_judge: Any) -> None:
-    from spanjudge.evaluators.judges import JudgeError
+    from spanjudge.evaluators._judge.judges.base import JudgeError
     from spanjudge.testing import Fault
 
     judge_server.add_rule({"truths": ["t"]}, schema="Truths")

@@ -16,14 +16,18 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.judges import TokenLogprob
-from spanjudge.evaluators.metrics import GEval, MetricError, MissingFieldError, steps_cache
-from spanjudge.evaluators.metrics.geval import GEvalBase, GEvalSteps, GEvalTemplate
-from spanjudge.evaluators.metrics.geval_params import ParamError
-from spanjudge.evaluators.metrics.geval_score import GEvalBinaryScore, GEvalScore, weighted_score
-from spanjudge.evaluators.metrics.geval_steps import FILE_NAME, StepsCache
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._judge.judges.base import TokenLogprob
+from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
+from spanjudge.evaluators._judge.metrics.geval import GEval, GEvalBase, GEvalSteps, GEvalTemplate
+from spanjudge.evaluators._judge.metrics.geval_params import ParamError
+from spanjudge.evaluators._judge.metrics.geval_score import (
+    GEvalBinaryScore,
+    GEvalScore,
+    weighted_score,
+)
+from spanjudge.evaluators._judge.metrics.geval_steps import FILE_NAME, StepsCache, steps_cache
+from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
@@ -242,8 +246,8 @@ def test_steps_come_back_from_disk_in_a_new_process(
     judge_server.add_rule({"reason": "ok", "score": 6}, schema="GEvalScore")
     code = f"""
 import json
-from spanjudge.evaluators import GEval, LLMTestCase
-from spanjudge.evaluators.judges import LiteLLMJudge
+from spanjudge import GEval, LLMTestCase
+from spanjudge.evaluators._judge.judges import LiteLLMJudge
 judge = LiteLLMJudge("openai/scripted-judge", api_base={judge_server.base_url!r}, api_key="x")
 m = GEval(name="politeness", criteria={CRITERIA!r}, model=judge)
 m.measure(LLMTestCase(input="a", actual_output="b"))
@@ -363,7 +367,7 @@ def test_steps_cache_is_bounded_on_disk_and_in_memory(tmp_path: Path) -> None:
 def test_processes_writing_at_once_lose_no_entry(tmp_path: Path) -> None:
     code = """
 import sys
-from spanjudge.evaluators.metrics.geval_steps import StepsCache
+from spanjudge.evaluators._judge.metrics.geval_steps import StepsCache
 cache = StepsCache(sys.argv[1])
 for i in range(15):
     cache.put(f"{sys.argv[2]}-{i}", [f"step {i}"])

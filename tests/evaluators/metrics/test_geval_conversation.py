@@ -10,15 +10,18 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import (
-    ConversationalGEval,
-    GEval,
-    MissingFieldError,
-    steps_cache,
+from spanjudge.evaluators._judge.metrics.base import MissingFieldError
+from spanjudge.evaluators._judge.metrics.geval import GEval
+from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+from spanjudge.evaluators._judge.metrics.geval_params import ParamError
+from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache
+from spanjudge.evaluators._judge.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    ToolCall,
+    Turn,
 )
-from spanjudge.evaluators.metrics.geval_params import ParamError
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
+from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 

@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import MissingFieldError, TopicAdherenceMetric
-from spanjudge.evaluators.metrics.topic_adherence import unit_interactions
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, Turn
+from spanjudge.evaluators._judge.metrics.base import MissingFieldError
+from spanjudge.evaluators._judge.metrics.topic_adherence import (
+    TopicAdherenceMetric,
+    unit_interactions,
+)
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
 TOPICS = ["orders", "refunds"]

@@ -9,18 +9,22 @@ from typing import Any
 import pytest
 
 from spanjudge.errors import MissingFieldError
-from spanjudge.evaluators.metrics import RepeatedCallCheck, StepLimitCheck, ToolErrorCheck
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.rebuild.cases import build_case, default_case
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import find_targets
-from spanjudge.evaluators.online.rebuild.trajectory import (
+from spanjudge.evaluators._judge.metrics.trajectory_checks import (
+    RepeatedCallCheck,
+    StepLimitCheck,
+    ToolErrorCheck,
+)
+from spanjudge.evaluators._judge.test_case import LLMTestCase
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import build_case, default_case
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import find_targets
+from spanjudge.evaluators._rebuild.trajectory import (
     MAX_STEPS,
     Step,
     Trajectory,
     trajectory_of,
 )
-from spanjudge.evaluators.test_case import LLMTestCase
 from tests.evaluators.online.spans import Trace
 
 
@@ -93,7 +97,7 @@ def test_argument_order_does_not_hide_a_loop() -> None:
 
 
 def test_requested_calls_count_when_no_tool_span_was_recorded() -> None:
-    from spanjudge.evaluators.online.rebuild.trajectory import ToolRequest
+    from spanjudge.evaluators._rebuild.trajectory import ToolRequest
 
     asks = [
         Step(i, "model_call", "gpt", str(i), tool_calls=[ToolRequest("search", {"q": "x"})])

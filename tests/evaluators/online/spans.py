@@ -7,7 +7,7 @@ import itertools
 import json
 from typing import Any
 
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge._core.span_record import SpanEvent, SpanRecord
 from spanjudge.tracer import attributes as attrs
 
 _ids = itertools.count(1)

@@ -14,26 +14,26 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.allocation import (
+from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge._store.summaries import SegmentSums
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._plan.allocation import (
     MIN_PROBABILITY,
     Allocation,
     AllocationState,
     allocate,
 )
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.risk import (
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.risk import (
     ERROR,
     HUMAN_FAIL,
     LOW_RETRIEVAL,
     NEW_VERSION,
     risk_signals,
 )
-from spanjudge.evaluators.online.planning.sampler import is_sampled
-from spanjudge.exporters.records import EvaluationRecord, FeedbackRecord
-from spanjudge.exporters.store import SQLiteStore
-from spanjudge.exporters.store.summaries import SegmentSums
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._plan.sampler import is_sampled
 from tests.evaluators.online.spans import Trace
 
 NOW = 10_000.0
@@ -110,7 +110,7 @@ def test_risk_signals_read_from_the_trace() -> None:
 
 
 def target_of(span: Any) -> Any:
-    from spanjudge.evaluators.online.rebuild.targets import Target
+    from spanjudge.evaluators._rebuild.targets import Target
 
     return Target("llm", span.span_id, span.trace_id, span.span_id, None, span,
                   span.service_name, span.end_time_unix_nano)  # fmt: skip
@@ -219,7 +219,7 @@ def test_allocation_is_read_from_the_stores_sums_and_refreshed(tmp_path: Path) -
 
 
 def write_results(store: SQLiteStore, records: list[EvaluationRecord]) -> None:
-    from spanjudge.exporters.store import JobSpec
+    from spanjudge._store.models import JobSpec
 
     specs = [JobSpec(rule=r.rule, target_type="llm", target_id=r.target_id, trace_id=r.trace_id,
                      span_id=r.span_id, sample_rate=r.sample_rate) for r in records]  # fmt: skip
@@ -271,7 +271,7 @@ def test_invalid_targets_name_the_field(kwargs: dict[str, Any], field: str) -> N
 
 # ------------------------------------------------------------------ late labels
 def test_a_late_fail_label_queues_the_target_its_rule_passed_over(tmp_path: Path) -> None:
-    from spanjudge.evaluators.online.planning.labels import LabelWatch
+    from spanjudge.evaluators._plan.labels import LabelWatch
 
     store = SQLiteStore(f"sqlite:///{tmp_path / 's.db'}")
     traces = llm_traces("shop", 20)
@@ -301,9 +301,9 @@ def test_a_late_fail_label_queues_the_target_its_rule_passed_over(tmp_path: Path
 
 
 def test_the_allocations_segment_value_is_the_one_the_result_carries() -> None:
-    from spanjudge.evaluators.online.planning.allocation import segment_value
-    from spanjudge.evaluators.online.review.segments import result_segments
-    from spanjudge.exporters.store.summaries import UNSET
+    from spanjudge._store.summaries import UNSET
+    from spanjudge.evaluators._plan.allocation import segment_value
+    from spanjudge.evaluators._review.segments import result_segments
 
     trace = Trace("shop")
     root = trace.agent(name="support", **{"tenant.tier": "gold", "service": "override"})

@@ -20,7 +20,7 @@ import struct
 
 import pytest
 
-from spanjudge.evaluators.online.planning.consistent import (
+from spanjudge.evaluators._plan.consistent import (
     MAX_ADJUSTED_COUNT,
     MIN_PROBABILITY,
     decode_th,

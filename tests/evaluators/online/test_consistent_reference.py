@@ -4,7 +4,7 @@ scripts/consistent_reference.py installs the pinned npm package
 ``@opentelemetry/sampler-composite`` into a temporary directory and runs its
 ``ComposableProbabilitySampler`` (through ``createCompositeSampler``) over the ids below; this
 test compares the thresholds and every decision with
-:mod:`~spanjudge.evaluators.online.planning.consistent`.
+:mod:`~spanjudge.evaluators._plan.consistent`.
 
 The SDK computes the threshold at full precision (all 14 hex digits); the Collector's
 ``probabilistic_sampler`` rounds it to 4 significant digits by default, and so does
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.evaluators.online.planning.consistent import (
+from spanjudge.evaluators._plan.consistent import (
     keeps,
     randomness_of,
     threshold_for,

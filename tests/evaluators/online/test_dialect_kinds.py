@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.evaluators.online.rebuild.dialects import kind_of, read_span
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge.evaluators._rebuild.dialects import kind_of, read_span
+from spanjudge.evaluators._rebuild.scope import SpanTree
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"
 RECORDINGS = sorted(p.name for p in FIXTURES.iterdir() if (p / "manifest.json").exists())

@@ -13,10 +13,15 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
 
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.cli.app import cli
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.review.explain import (
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._review.explain import (
     SHOWN_CHARS,
     Explanation,
     OfflineJudge,
@@ -24,9 +29,6 @@ from spanjudge.evaluators.online.review.explain import (
     SpanExplanation,
     explain_trace,
 )
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
 from tests.evaluators.online.spans import Trace
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.cli.app import cli
-from spanjudge.evaluators.metrics import FaithfulnessMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
 from tests.evaluators.online.spans import Trace
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule, Skip, build_case, conversation_target, find_targets
-from spanjudge.evaluators.online.rebuild.dialects import read_span
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.review.explain import OfflineJudge, explain_trace
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge._core.span_record import SpanEvent, SpanRecord
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import build_case
+from spanjudge.evaluators._rebuild.dialects import read_span
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import Skip, conversation_target, find_targets
+from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 

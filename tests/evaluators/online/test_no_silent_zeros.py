@@ -12,15 +12,16 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.coverage import Coverage, LogOnce, no_target_reason
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
-from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._core import metric_names as names
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._plan.coverage import Coverage, LogOnce, no_target_reason
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.rules import Rule
 from tests.evaluators.online.spans import Trace
 from tests.support.metrics import data_points
 

@@ -18,19 +18,21 @@ from typing import Any
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning import planner as planner_module
-from spanjudge.evaluators.online.planning.coverage import Coverage, no_target_reason
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.sampler import is_sampled
-from spanjudge.evaluators.online.rebuild.loading import load_conversation, load_trace
-from spanjudge.evaluators.online.rebuild.targets import Target, conversation_target, find_targets
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.otlp.logs import decode_logs
-from spanjudge.exporters.store import SpanStore, SQLiteStore
-from spanjudge.exporters.telemetry import Telemetry
+from spanjudge._core import metric_names as names
+from spanjudge._core.telemetry import Telemetry
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge._receive.logs import decode_logs
+from spanjudge._store.base import SpanStore
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._plan import planner as planner_module
+from spanjudge.evaluators._plan.coverage import Coverage, no_target_reason
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._plan.sampler import is_sampled
+from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
+from spanjudge.evaluators._rebuild.targets import Target, conversation_target, find_targets
 from tests.evaluators.online.spans import Trace
 from tests.support.metrics import data_points
 

@@ -9,19 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import (
-    MAX_FIELD_CHARS,
-    MAX_RAW_CHARS,
-    Rule,
-    Skip,
-    Target,
-    build_case,
-    conversation_target,
-    find_targets,
-)
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase, ToolCall
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge._core.span_record import SpanEvent, SpanRecord
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, ToolCall
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import MAX_FIELD_CHARS, MAX_RAW_CHARS, build_case
+from spanjudge.evaluators._rebuild.targets import Skip, Target, conversation_target, find_targets
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 

@@ -11,11 +11,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule, build_case, conversation_target, find_targets
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.convert import span_to_record
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.cases import build_case
+from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
+from spanjudge.exporters._convert import span_to_record
 from spanjudge.tracer import capture, observe
 
 

@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import BiasMetric, FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule, SpanFilter, conversation_target, find_targets
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
+from spanjudge.evaluators._judge.metrics.bias import BiasMetric
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._plan.rules import Rule, SpanFilter
+from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace
 

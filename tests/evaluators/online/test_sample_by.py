@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.metrics import FaithfulnessMetric, TopicAdherenceMetric
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.consistent import keeps, key_kept
-from spanjudge.evaluators.online.planning.planner import Planner, TickReport
-from spanjudge.evaluators.online.planning.sampler import (
+from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
+from spanjudge.evaluators._plan.consistent import keeps, key_kept
+from spanjudge.evaluators._plan.planner import Planner, TickReport
+from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._plan.sampler import (
     is_sampled,
     presample_blockers,
     upstream_rate,
 )
-from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.exporters.store import SQLiteStore
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.worker.service import build_rules
 from tests.evaluators.online.spans import Trace
@@ -114,8 +115,8 @@ def test_conversation_target_rules_sample_by_conversation(tmp_path: Path) -> Non
 
 
 def test_late_fail_labels_replan_with_the_rules_sampling(tmp_path: Path) -> None:
-    from spanjudge.evaluators.online.planning.allocation import AllocationState
-    from spanjudge.evaluators.online.planning.labels import LabelWatch
+    from spanjudge.evaluators._plan.allocation import AllocationState
+    from spanjudge.evaluators._plan.labels import LabelWatch
 
     store = SQLiteStore(f"sqlite:///{tmp_path / 'l.db'}")
     traces = [w3c_trace() for _ in range(40)]
@@ -182,7 +183,7 @@ def test_sample_by_in_the_worker_file(tmp_path: Path, monkeypatch: pytest.Monkey
         '[[rules]]\nmetric = "faithfulness"\ntarget = "llm"\nsample_rate = 0.02\n'
         'sample_by = "trace"\n'
     )
-    from spanjudge.evaluators.online.review.explain import OfflineJudge
+    from spanjudge.evaluators._review.explain import OfflineJudge
 
     rules = build_rules(load_settings(path), OfflineJudge("gpt-4o-mini"))
     assert [(r.sample_by, r.sample_rate) for r in rules] == [("trace", 0.02)]

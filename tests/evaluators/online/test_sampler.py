@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from spanjudge.evaluators.online import Budget, is_sampled, sample_point
+from spanjudge.evaluators._plan.sampler import Budget, is_sampled, sample_point
 
 IDS = [f"{i:016x}" for i in range(100_000)]
 
@@ -50,7 +50,7 @@ def test_same_answers_in_a_fresh_process_with_another_hash_seed() -> None:
     here = [t for t in sample if is_sampled("faithfulness-llm", t, 0.3)]
     code = (
         "import sys, json\n"
-        "from spanjudge.evaluators.online import is_sampled, sample_point\n"
+        "from spanjudge.evaluators._plan.sampler import is_sampled, sample_point\n"
         "ids = [f'{i:016x}' for i in range(3000)]\n"
         "print(json.dumps([[t for t in ids if is_sampled('faithfulness-llm', t, 0.3)],"
         " sample_point('r', 'x')]))\n"

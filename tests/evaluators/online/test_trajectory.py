@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.rebuild.cases import default_case
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import conversation_target, find_targets
-from spanjudge.evaluators.online.rebuild.trajectory import (
+from spanjudge._core.span_record import SpanEvent, SpanRecord
+from spanjudge._receive.decode import PROTOBUF, decode_traces
+from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
+from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
+from spanjudge.evaluators._rebuild.trajectory import (
     MAX_STEP_CHARS,
     MAX_STEPS,
     Trajectory,
@@ -21,10 +24,7 @@ from spanjudge.evaluators.online.rebuild.trajectory import (
     trajectory_for,
     trajectory_of,
 )
-from spanjudge.evaluators.online.rebuild.trajectory_read import requested_tool_calls
-from spanjudge.evaluators.test_case import ConversationalTestCase, LLMTestCase
-from spanjudge.exporters.otlp.decode import PROTOBUF, decode_traces
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge.evaluators._rebuild.trajectory_read import requested_tool_calls
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace
 
@@ -293,8 +293,8 @@ def test_each_conversation_turn_gets_its_trajectory() -> None:
 
 
 def test_the_rebuilt_case_carries_the_trajectory_and_keeps_it_out_of_dumps() -> None:
-    from spanjudge.evaluators.metrics import ToolErrorCheck
-    from spanjudge.evaluators.online import Rule
+    from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
+    from spanjudge.evaluators._plan.rules import Rule
 
     t, _ = agent_turn()
     [target] = find_targets(Rule(ToolErrorCheck(), target="agent"), t.spans)

@@ -9,19 +9,18 @@ from typing import Any
 
 import pytest
 
+from spanjudge._core.span_record import SpanRecord
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators.metrics import ToolErrorCheck
-from spanjudge.evaluators.online import Rule
-from spanjudge.evaluators.online.planning.rules import SpanFilter
-from spanjudge.evaluators.online.planning.trajectory_filter import TrajectoryFilter
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import (
+from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
+from spanjudge.evaluators._plan.rules import Rule, SpanFilter
+from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import (
     conversation_target,
     find_targets,
     target_tree,
 )
-from spanjudge.evaluators.online.rebuild.trajectory import trajectory_of
-from spanjudge.exporters.records import SpanRecord
+from spanjudge.evaluators._rebuild.trajectory import trajectory_of
 from spanjudge.settings import load_settings
 from spanjudge.worker.service import build_rules
 from tests.evaluators.online.spans import Trace

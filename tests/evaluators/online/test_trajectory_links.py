@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from spanjudge import Rule, ToolErrorCheck
-from spanjudge.evaluators.online.rebuild.inference import HANDOFF_TURN_RULE
-from spanjudge.evaluators.online.rebuild.scope import SpanTree
-from spanjudge.evaluators.online.rebuild.targets import find_targets
-from spanjudge.evaluators.online.rebuild.trajectory import Trajectory, trajectory_of
-from spanjudge.evaluators.online.rebuild.trajectory_links import norm, tool_result
-from spanjudge.exporters.records import SpanEvent, SpanRecord
+from spanjudge._core.span_record import SpanEvent, SpanRecord
+from spanjudge.evaluators._rebuild.inference import HANDOFF_TURN_RULE
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import find_targets
+from spanjudge.evaluators._rebuild.trajectory import Trajectory, trajectory_of
+from spanjudge.evaluators._rebuild.trajectory_links import norm, tool_result
 from spanjudge.tracer import attributes as attrs
 from tests.evaluators.online.spans import Trace
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.review.agreement import wilson
-from spanjudge.evaluators.online.review.estimates import (
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._store.summaries import SegmentSums, add_record
+from spanjudge.evaluators._review.agreement import wilson
+from spanjudge.evaluators._review.estimates import (
     OTHER,
     fold_segments,
     mean_interval,
@@ -23,15 +25,13 @@ from spanjudge.evaluators.online.review.estimates import (
     summarize,
     wilson_interval,
 )
-from spanjudge.evaluators.online.review.regressions import (
+from spanjudge.evaluators._review.regressions import (
     MIN_VERDICTS,
     compare_pass_rate,
     compare_segments,
     mixture_boundary,
     mixture_e_value,
 )
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store.summaries import SegmentSums, add_record
 
 REFERENCE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "reference.json").read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spanjudge.exporters.records import EvaluationRecord
+from spanjudge._core.span_record import EvaluationRecord
 from tests.support.otlp_sink import OtlpSink
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.status import StatusCode
 
-from spanjudge.exporters.emit.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
-from spanjudge.exporters.emit.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
-from spanjudge.exporters.records import evaluation_span_id
+from spanjudge._core.span_record import evaluation_span_id
+from spanjudge.exporters._emit.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
+from spanjudge.exporters._emit.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink
@@ -232,9 +232,9 @@ def test_keys_are_confirmed_only_for_spans_the_exporter_took() -> None:
 
 def test_the_label_values_telemetry_primes_are_the_emitters_own() -> None:
     # telemetry spells them in metric_names so that it never imports the emitter (no cycle)
-    from spanjudge.exporters import metric_names as names
-    from spanjudge.exporters.emit import emitter
-    from spanjudge.exporters.store import span_exporter
+    from spanjudge._core import metric_names as names
+    from spanjudge.exporters import _store_spans as span_exporter
+    from spanjudge.exporters._emit import emitter
 
     assert names.OUTPUTS == emitter.OUTPUTS
     assert set(names.EMITTER_DROP_REASONS) == {

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from spanjudge.exporters.emit.evaluation_result import MAX_REASON_CHARS, score_attributes, score_key
+from spanjudge.exporters._emit.evaluation_result import (
+    MAX_REASON_CHARS,
+    score_attributes,
+    score_key,
+)
 from tests.exporters.emit.conftest import make_record
 
 

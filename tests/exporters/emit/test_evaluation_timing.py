@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from opentelemetry.trace.status import StatusCode
 
-from spanjudge.exporters.emit.evaluation_result import evaluation_event, evaluation_span
+from spanjudge.exporters._emit.evaluation_result import evaluation_event, evaluation_span
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 

@@ -12,9 +12,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spanjudge.exporters.emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
-from spanjudge.exporters.records import evaluation_span_id
-from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._core.span_record import evaluation_span_id
+from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.tracer import attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink, any_value

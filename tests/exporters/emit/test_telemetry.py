@@ -9,9 +9,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp.receiver import BackgroundServer, create_receiver_app
-from spanjudge.exporters.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
+from spanjudge._core import metric_names as names
+from spanjudge._core.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
+from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
 from tests.exporters.emit.conftest import make_record
 from tests.support.metrics import data_points
 

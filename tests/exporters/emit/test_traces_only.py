@@ -11,9 +11,9 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spanjudge.exporters.emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
-from spanjudge.exporters.records import FeedbackRecord
-from spanjudge.exporters.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
+from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from tests.exporters.emit.conftest import TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink
 

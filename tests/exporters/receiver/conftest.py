@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from spanjudge.exporters.records import SpanRecord
+from spanjudge._core.span_record import SpanRecord
 from spanjudge.tracer import attributes as attrs
 
 

@@ -30,9 +30,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.limits import TRACES, DecodeLimits
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.otlp.wire import count_messages
+from spanjudge._core.otlp_wire import count_messages
+from spanjudge._receive.limits import TRACES, DecodeLimits
+from spanjudge._receive.receiver import create_receiver_app
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 from tests.support.ports import free_port
 from tests.worker.conftest import WorkerProcess, start_worker  # noqa: F401 (a fixture)

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from spanjudge.exporters.otlp.decode import OtlpDecodeError
-from spanjudge.exporters.otlp.logs import decode_logs
+from spanjudge._receive.decode import OtlpDecodeError
+from spanjudge._receive.logs import decode_logs
 
 
 # --- the decoder's guarantees -------------------------------------------------------------------

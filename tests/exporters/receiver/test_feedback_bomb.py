@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from spanjudge.exporters.otlp.feedback_route import MAX_FEEDBACK_BYTES
-from spanjudge.exporters.otlp.receiver import create_receiver_app
+from spanjudge._receive.feedback_route import MAX_FEEDBACK_BYTES
+from spanjudge._receive.receiver import create_receiver_app
 from spanjudge.human_feedback import MAX_NOTE_CHARS, feedback_http_sink
 from tests.support.stores import sqlite_store
 
@@ -33,8 +33,8 @@ BUDGET_MB = 100
 CHILD = """
 import gzip, json, resource, sys, zlib
 from starlette.testclient import TestClient
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.store import open_store
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._store import open_store
 from spanjudge.human_feedback import MAX_NOTE_CHARS, feedback_http_sink
 
 inflated, compressed, path = int(sys.argv[1]), sys.argv[2] == "gzip", sys.argv[3]

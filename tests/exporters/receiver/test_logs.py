@@ -36,13 +36,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.testclient import TestClient
 
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.emit.evaluation_result import evaluation_event
-from spanjudge.exporters.otlp.logs import decode_logs
-from spanjudge.exporters.otlp.receiver import BackgroundServer, Backpressure, create_receiver_app
-from spanjudge.exporters.records import EvaluationRecord, LogEvent
-from spanjudge.exporters.store.log_exporter import log_to_event
-from spanjudge.exporters.telemetry import Telemetry
+from spanjudge._core import metric_names as names
+from spanjudge._core.span_record import EvaluationRecord, LogEvent
+from spanjudge._core.telemetry import Telemetry
+from spanjudge._receive.logs import decode_logs
+from spanjudge._receive.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge.exporters._emit.evaluation_result import evaluation_event
+from spanjudge.exporters._store_logs import log_to_event
 from tests.exporters.receiver.conftest import ListSink
 from tests.support.metrics import labelled_values
 

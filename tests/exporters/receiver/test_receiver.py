@@ -24,11 +24,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.convert import span_to_record
-from spanjudge.exporters.otlp.receiver import BackgroundServer, Backpressure, create_receiver_app
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.telemetry import Telemetry
+from spanjudge._core import metric_names as names
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._core.telemetry import Telemetry
+from spanjudge._receive.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge.exporters._convert import span_to_record
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 from tests.support.metrics import labelled_values
 

@@ -13,9 +13,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from starlette.testclient import TestClient
 
-from spanjudge.exporters import metric_names as names
-from spanjudge.exporters.otlp.receiver import create_receiver_app
-from spanjudge.exporters.telemetry import Telemetry
+from spanjudge._core import metric_names as names
+from spanjudge._core.telemetry import Telemetry
+from spanjudge._receive.receiver import create_receiver_app
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans
 from tests.support.metrics import labelled_values
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanjudge.exporters.store.rows import array_literal, clean_text
+from spanjudge._store.columns import array_literal, clean_text
 from tests.support.stores import POSTGRES_URL, postgres_unreachable
 
 

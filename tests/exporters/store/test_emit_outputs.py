@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators.online.loop.delivery import Delivery
-from spanjudge.exporters.store import SCHEMA_VERSION, SpanStore
-from spanjudge.exporters.store.sql import SqlStore
+from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
+from spanjudge.exporters._delivery import Delivery
 from tests.exporters.store.conftest import FIXTURES, V2_DUMP_SCHEMA
 from tests.support.stores import (
     POSTGRES_URL,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.sqlite import SQLiteStore
 
 T0 = 1_700_000_000.0
 

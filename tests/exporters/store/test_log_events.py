@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanjudge.exporters.records import LogEvent, SpanRecord
-from spanjudge.exporters.store import SCHEMA_VERSION, SpanStore
-from spanjudge.exporters.store.base import EventLog
-from spanjudge.exporters.store.postgres import PostgresStore
-from spanjudge.exporters.store.sqlite import SQLiteStore
+from spanjudge._core.span_record import LogEvent, SpanRecord
+from spanjudge._store.base import EventLog, SpanStore
+from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.tracer import attributes as attrs
 
 SETTLE = 10.0

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.store import SCHEMA_VERSION, SpanStore, SQLiteStore, StoreError
-from spanjudge.exporters.store.sql import SqlStore
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import StoreError
+from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
+from spanjudge._store.sqlite import SQLiteStore
 from tests.support.stores import POSTGRES_URL, StoreFactory, schema_name, stores_on
 
 NEWER = 99
@@ -40,7 +42,7 @@ def _open(backend: str, path: Path, schema: str) -> SpanStore:
     """Opened directly: the test helpers take any StoreError for an unreachable server."""
     if backend == "sqlite":
         return SQLiteStore(path)
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
     return PostgresStore(POSTGRES_URL, schema=schema, max_size=1, timeout=5.0)
 

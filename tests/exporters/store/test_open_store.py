@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import STORE_URL_ENV, SQLiteStore, open_store
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import STORE_URL_ENV, open_store
+from spanjudge._store.sqlite import SQLiteStore
 
 
 def _roundtrip(store: object) -> None:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from spanjudge.exporters.store import OutboxEntry, SpanStore
-from spanjudge.exporters.store import sql as sql_module
-from spanjudge.exporters.store.items import JobSpec
+from spanjudge._store import sql as sql_module
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec, OutboxEntry
 from tests.exporters.store.test_store import T0, result, sid, span, tid
 
 HOLD = 120.0

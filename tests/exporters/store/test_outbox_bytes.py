@@ -12,11 +12,11 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanjudge.exporters.otlp.wire import unframe
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import OutboxEntry, SpanStore
-from spanjudge.exporters.store import sql as sql_module
-from spanjudge.exporters.store.items import OutboxItem
+from spanjudge._core.otlp_wire import unframe
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import sql as sql_module
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import OutboxEntry, OutboxItem
 from tests.exporters.store.test_outbox import HOLD, entries
 from tests.exporters.store.test_store import T0, sid, span, tid
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanjudge.exporters.otlp.wire import request_body, unframe
-from spanjudge.exporters.store import SpanStore
-from spanjudge.exporters.store import sql as sql_module
+from spanjudge._core.otlp_wire import request_body, unframe
+from spanjudge._store import sql as sql_module
+from spanjudge._store.base import SpanStore
 from tests.exporters.store.test_outbox import HOLD, span_job
 from tests.exporters.store.test_outbox_bytes import (
     ENVELOPE,

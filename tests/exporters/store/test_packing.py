@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from spanjudge.exporters.store import SpanStore
-from spanjudge.exporters.store.packing import ZSTD_MAGIC, pack, unpack
+from spanjudge._store.base import SpanStore
+from spanjudge._store.packing import ZSTD_MAGIC, pack, unpack
 from tests.exporters.store.test_outbox import HOLD
 from tests.exporters.store.test_outbox_bytes import (
     ENVELOPE,

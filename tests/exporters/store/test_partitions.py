@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import OutboxEntry, SQLiteStore
-from spanjudge.exporters.store import sql as sql_module
-from spanjudge.exporters.store.items import JobSpec
-from spanjudge.exporters.store.partitions import (
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import sql as sql_module
+from spanjudge._store.models import JobSpec, OutboxEntry
+from spanjudge._store.partitions import (
     DAY_NS,
     DAY_SECONDS,
     arrival_day,
     partition_name,
     span_day,
 )
-from spanjudge.exporters.store.postgres import PostgresStore
+from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.sqlite import SQLiteStore
 from tests.exporters.store.test_store import sid, tid
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name
 

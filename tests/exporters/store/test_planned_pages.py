@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from spanjudge.exporters.store import JobSpec, SpanStore
-from spanjudge.exporters.store import spans as spans_module
+from spanjudge._store import spans as spans_module
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
 from tests.exporters.store.test_store import SETTLE, T0, job, sid, span, tid
 
 

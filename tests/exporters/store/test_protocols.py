@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spanjudge.exporters.store import OutboxClaim, SpanStore
-from spanjudge.exporters.store.base import (
+from spanjudge._store.base import (
     EventLog,
     FeedbackLog,
     JobQueue,
     Outbox,
     ResultStore,
     SpanLog,
+    SpanStore,
     StoreAdmin,
 )
-from spanjudge.exporters.store.postgres import PostgresStore
-from spanjudge.exporters.store.sqlite import SQLiteStore
+from spanjudge._store.models import OutboxClaim
+from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.sqlite import SQLiteStore
 
 PROTOCOLS = (SpanLog, EventLog, JobQueue, ResultStore, Outbox, FeedbackLog, StoreAdmin, SpanStore)
 
@@ -40,7 +41,7 @@ def test_each_backend_satisfies_every_protocol(store: SpanStore) -> None:
 
 
 def test_open_store_returns_a_whole_store() -> None:
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     with open_store(":memory:") as store:
         assert all(isinstance(store, p) for p in PROTOCOLS)

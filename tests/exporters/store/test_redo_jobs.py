@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge.exporters.store import JobSpec, SpanStore
-from spanjudge.exporters.store.items import Redo
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec, Redo
 from tests.exporters.store.test_store import T0, job, result, sid, tid
 
 

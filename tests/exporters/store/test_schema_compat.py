@@ -11,9 +11,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SCHEMA_VERSION, JobSpec, OutboxEntry, SpanStore
-from spanjudge.exporters.store.sql import SqlStore
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec, OutboxEntry
+from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
 
 StoreFactory = Callable[[], SpanStore]
 

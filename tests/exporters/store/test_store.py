@@ -8,15 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from spanjudge.exporters.records import EvaluationRecord, SpanEvent, SpanRecord
-from spanjudge.exporters.store import (
-    ORPHAN_SETTLE_FACTOR,
-    SCHEMA_VERSION,
-    JobSpec,
-    SpanStore,
-    StoreError,
-)
-from spanjudge.exporters.store import sql as sql_module
+from spanjudge._core.span_record import EvaluationRecord, SpanEvent, SpanRecord
+from spanjudge._store import sql as sql_module
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import ORPHAN_SETTLE_FACTOR, JobSpec, StoreError
+from spanjudge._store.sql import SCHEMA_VERSION
 from spanjudge.tracer import attributes as attrs
 
 SETTLE = 10.0

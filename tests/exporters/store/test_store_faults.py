@@ -17,9 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import JobSpec, SQLiteStore, StoreError
-from spanjudge.exporters.store.span_exporter import STORE_ERROR, StoreSpanExporter
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.models import JobSpec, StoreError
+from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.exporters._store_spans import STORE_ERROR, StoreSpanExporter
 from tests.support.sqlite_lock import locked_by_another_process
 from tests.support.stores import POSTGRES_URL, open_postgres
 
@@ -164,7 +165,7 @@ def test_exporter_counts_spans_lost_to_a_locked_database(tmp_path: Path) -> None
 
 _CLAIMER = """
 import json, sys, time
-from spanjudge.exporters.store import SQLiteStore
+from spanjudge._store import SQLiteStore
 store = SQLiteStore(sys.argv[1], busy_timeout=10)
 owner, mode = sys.argv[2], sys.argv[3]
 got = []
@@ -228,7 +229,7 @@ def test_postgresql_connections_killed_mid_run_are_replaced() -> None:
     of this store is terminated by the server; the store reconnects on the next call."""
     app = f"spanjudge-test-{uuid.uuid4().hex[:8]}"
     schema = f"spanjudge_test_{uuid.uuid4().hex[:12]}"
-    from spanjudge.exporters.store.postgres import PostgresStore
+    from spanjudge._store.postgres import PostgresStore
 
     open_postgres(schema).close()  # fails clearly when PostgreSQL is unreachable
     store = PostgresStore(POSTGRES_URL, schema=schema, application_name=app, timeout=5)
@@ -256,7 +257,7 @@ def test_postgresql_connections_killed_mid_run_are_replaced() -> None:
 
 
 def test_postgresql_unreachable_raises_store_error_without_the_password() -> None:
-    from spanjudge.exporters.store import open_store
+    from spanjudge._store import open_store
 
     with pytest.raises(StoreError) as caught:
         open_store("postgresql://postgres:s3cret-pw@127.0.0.1:1/test", timeout=1)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import random
 
-from spanjudge.exporters.records import EvaluationRecord
-from spanjudge.exporters.store import JobSpec, SpanStore
-from spanjudge.exporters.store.summaries import ALL, UNSET, SegmentSums, add_record
+from spanjudge._core.span_record import EvaluationRecord
+from spanjudge._store.base import SpanStore
+from spanjudge._store.models import JobSpec
+from spanjudge._store.summaries import ALL, UNSET, SegmentSums, add_record
 
 T0 = 1_700_000_000.0
 

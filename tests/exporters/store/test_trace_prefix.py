@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge.exporters.records import SpanRecord
-from spanjudge.exporters.store import SpanStore
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.base import SpanStore
 
 IDS = [
     "4bf8ff00000000000000000000000001",

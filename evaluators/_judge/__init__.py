@@ -1,0 +1,1 @@
+"""evaluators/_judge"""

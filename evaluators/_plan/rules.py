@@ -1,0 +1,399 @@
+"""Evaluation rules: which metric runs on which targets, how often, within which budget."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from fnmatch import fnmatchcase
+from typing import Any
+
+from spanjudge._core.kinds import TargetType
+from spanjudge._core.span_record import SpanRecord
+from spanjudge.evaluators._plan.sampler import SampleBy, check_sample_by
+from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter, trajectory_in
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.targets import TARGET_TYPES, Target
+from spanjudge.tracer import attributes as attrs
+
+SpanPredicate = Callable[[SpanRecord], bool]
+
+logger = logging.getLogger("spanjudge.rules")
+
+
+def _glob(pattern: str | None, value: str | None) -> bool:
+    if pattern is None:
+        return True
+    return value is not None and fnmatchcase(value, pattern)
+
+
+def _attr_equals(actual: Any, expected: Any) -> bool:
+    if actual == expected:
+        return True
+    # config files give strings; spans may hold ints or bools for the same thing
+    if isinstance(expected, str) and isinstance(actual, (int, float, bool)):
+        return (
+            str(actual).lower() == expected.lower()
+            if isinstance(actual, bool)
+            else str(actual) == expected
+        )
+    return False
+
+
+@dataclass(slots=True)
+class SpanFilter:
+    """Conditions a target span must meet; every condition given must hold.
+
+    ``span_name``, ``service``, ``agent`` (``gen_ai.agent.name``) and ``model``
+    (``gen_ai.request.model`` or ``gen_ai.response.model``) are case-sensitive globs
+    (``fnmatch``: ``*``, ``?``, ``[abc]``); a plain string matches itself exactly.
+    ``attributes`` maps keys to the value they must equal; ``attributes_exist`` lists keys that
+    must be present. ``trajectory``: a :class:`TrajectoryFilter` (or a dict of its keys) on what
+    the target's agent did, read from the span tree.
+
+    Example::
+
+        SpanFilter(span_name="chat *", service="shop", attributes={"env": "prod"})
+        SpanFilter.from_dict({"agent": "support-*", "attributes_exist": ["gen_ai.conversation.id"]})
+    """
+
+    span_name: str | None = None
+    service: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes_exist: list[str] = field(default_factory=list)
+    trajectory: TrajectoryFilter | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("span_name", "service", "agent", "model"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"filter.{name} must be a string (glob), got {value!r}")
+        if not isinstance(self.attributes, Mapping):
+            raise ValueError(
+                f"filter.attributes must be a mapping of key -> value, got {self.attributes!r}"
+            )
+        self.attributes = dict(self.attributes)
+        if isinstance(self.attributes_exist, str) or not all(
+            isinstance(k, str) for k in self.attributes_exist
+        ):
+            raise ValueError(
+                "filter.attributes_exist must be a list of attribute keys, "
+                f"got {self.attributes_exist!r}"
+            )
+        self.attributes_exist = list(self.attributes_exist)
+        if isinstance(self.trajectory, Mapping):
+            self.trajectory = TrajectoryFilter.from_dict(self.trajectory)
+        elif self.trajectory is not None and not isinstance(self.trajectory, TrajectoryFilter):
+            raise ValueError(
+                f"filter.trajectory must be a mapping of conditions, got {self.trajectory!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpanFilter:
+        """Build from a config mapping with the same keys; unknown keys are an error."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"filter must be a mapping, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown filter key(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        kwargs = {k: v for k, v in data.items() if v is not None}
+        return cls(**kwargs)
+
+    def matches(self, span: SpanRecord) -> bool:
+        """Whether ``span`` meets every condition on the span itself (``trajectory`` is
+        checked by :meth:`Rule.matches_span`, which has the tree)."""
+        a = span.attributes
+        if not _glob(self.span_name, span.name):
+            return False
+        if not _glob(self.service, span.service_name):
+            return False
+        if self.agent is not None:
+            agent = a.get(attrs.GEN_AI_AGENT_NAME)
+            if not _glob(self.agent, agent if isinstance(agent, str) else None):
+                return False
+        if self.model is not None:
+            models = [a.get(attrs.GEN_AI_REQUEST_MODEL), a.get(attrs.GEN_AI_RESPONSE_MODEL)]
+            if not any(isinstance(m, str) and fnmatchcase(m, self.model) for m in models):
+                return False
+        for key, expected in self.attributes.items():
+            if key not in a or not _attr_equals(a[key], expected):
+                return False
+        return all(key in a for key in self.attributes_exist)
+
+
+def _encodable(text: str) -> bool:
+    """False for text with lone surrogates (UTF-8 cannot encode them)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _positive_int(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"Rule.{name} must be a positive integer or None, got {value!r}")
+    return value
+
+
+def _accepts_two_args(func: Callable[..., Any]) -> bool:
+    """Whether a custom build_case takes (spans, target) rather than (spans)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def _adapt(metric: Any) -> Any:
+    """A deepeval metric wrapped in our metric shape (checked without importing deepeval)."""
+    from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric, deepeval_kind
+
+    if deepeval_kind(metric) is None:
+        return metric
+    wrapped = DeepEvalMetric(metric)
+    if not wrapped.ours:
+        logger.warning(
+            "deepeval metric %s judges with its own model %r, not a spanjudge judge: its calls "
+            "bypass spanjudge's retries and concurrency limit (use model=as_deepeval_model(judge))",
+            wrapped.name,
+            wrapped.evaluation_model,
+        )
+    return wrapped
+
+
+@dataclass(slots=True)
+class Rule:
+    """A metric, the targets it evaluates, a filter, a sample rate and optional budgets.
+
+    * ``target``: ``"llm"`` or ``"agent"`` (each such span), ``"trace"`` (the root span, with
+      the whole trace as context) or ``"conversation"`` (agent turns sharing
+      ``gen_ai.conversation.id``). Conversational metrics take ``"conversation"`` only.
+    * ``metric``: one of ours, or any deepeval ``BaseMetric`` / ``BaseConversationalMetric``
+      (wrapped in :class:`~spanjudge.evaluators._judge.deepeval_bridge.DeepEvalMetric`, named
+      ``deepeval_<its name>``; give it ``model=as_deepeval_model(judge)``).
+    * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
+    * ``sample_by``: ``"target"`` (that hash), ``"trace"`` (OpenTelemetry's consistent sampling
+      on the trace id: the traces a Collector or SDK sampler at the same rate keeps) or
+      ``"conversation"`` (a hash of the conversation id: whole conversations kept). With a
+      budget or precision target the allocated probability is compared the same way.
+    * ``filter``: a :class:`SpanFilter`, a dict with its keys, a
+      :class:`~spanjudge.evaluators._plan.trajectory_filter.TrajectoryFilter`, or
+      ``callable(span) -> bool``; applied to the target span (trace: root span; conversation:
+      any agent turn span), a trajectory filter to what the target's agent did.
+    * ``max_per_minute`` / ``max_cost_per_day``: budgets; what they refuse is counted as skipped.
+    * ``name``: stable id used for sampling, job rows and results;
+      default ``"{metric.name}-{target}"``.
+    * ``build_case``: ``callable(spans)`` or ``callable(spans, target)`` returning a test case,
+      replacing the built-in rebuild.
+    * ``context_fallback``: when the target's turn has no retrieved text, use the results of its
+      tool calls, then the model's system instructions, as the retrieval context (the result
+      records which: ``spanjudge.evaluation.context_source``); ``False`` skips instead.
+    * ``inferred_fields``: ``True`` (the default) lets the reader's inference rules fill the
+      case (a turn inferred from the tree, a retrieval recognised by what it returns, an agent's
+      text taken from its model calls, a model call recognised by its messages); ``False``
+      scores only cases whose required fields a dialect read, and skips the others naming the
+      inferred field and the rule that found it.
+    * ``segment_keys``: span (else resource) attributes its results are also grouped by.
+    * ``budget_per_day`` (evaluations), ``budget_cost_per_day`` (judge USD) and
+      ``target_half_width`` (of the 95% pass-rate interval over a day, per segment): a target
+      instead of a rate. The sampler then gives each segment of ``allocate_by`` its own
+      probability (:mod:`~spanjudge.evaluators._plan.allocation`); ``sample_rate`` is
+      the probability of a segment it has not seen yet. A target showing a risk signal
+      (:mod:`~spanjudge.evaluators._plan.risk`) is sampled with at least
+      ``risk_sample_rate``. The probability used is recorded on the result.
+
+    Example::
+
+        from spanjudge import FaithfulnessMetric, TopicAdherenceMetric
+
+        rules = [
+            Rule(FaithfulnessMetric(threshold=0.7), target="llm", sample_rate=0.1,
+                 filter={"service": "shop", "span_name": "chat *"}, max_cost_per_day=5.0),
+            Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation"),
+            Rule(FaithfulnessMetric(), target="llm", sample_rate=0.05, budget_per_day=2000,
+                 target_half_width=0.05, allocate_by="service"),
+        ]
+    """
+
+    metric: Any
+    target: TargetType = "llm"
+    sample_rate: float = 1.0
+    filter: SpanFilter | TrajectoryFilter | Mapping[str, Any] | SpanPredicate | None = None
+    max_per_minute: int | None = None
+    max_cost_per_day: float | None = None
+    # None picks the default name; typed str because it always is one after __post_init__
+    name: str = None  # type: ignore[assignment]
+    build_case: Callable[..., Any] | None = None
+    context_fallback: bool = True
+    inferred_fields: bool = True
+    segment_keys: tuple[str, ...] = ()
+    budget_per_day: float | None = None
+    budget_cost_per_day: float | None = None
+    target_half_width: float | None = None
+    allocate_by: str = "service"
+    risk_sample_rate: float = 1.0
+    sample_by: SampleBy = "target"
+    _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.metric = _adapt(self.metric)
+        metric_name = getattr(self.metric, "name", None)
+        if not isinstance(metric_name, str) or not metric_name:
+            raise ValueError(
+                f"Rule.metric must be a metric with a non-empty .name, got {self.metric!r}"
+            )
+        if self.target not in TARGET_TYPES:
+            raise ValueError(
+                f"Rule.target must be one of {', '.join(TARGET_TYPES)}, got {self.target!r}"
+            )
+        conversational = bool(getattr(self.metric, "conversational", False))
+        if conversational and self.target != "conversation":
+            raise ValueError(
+                f"Rule.target: metric {metric_name!r} is conversational and needs "
+                f"target='conversation', got {self.target!r}"
+            )
+        if not conversational and self.target == "conversation":
+            raise ValueError(
+                f"Rule.target: metric {metric_name!r} scores single turns; target='conversation' "
+                "needs a conversational metric (e.g. TopicAdherenceMetric)"
+            )
+        targets = getattr(self.metric, "targets", None)  # e.g. the judged agent metrics
+        if targets and self.target not in targets:
+            raise ValueError(
+                f"Rule.target: metric {metric_name!r} runs on target "
+                f"{' or '.join(repr(t) for t in targets)}, got {self.target!r}"
+            )
+        rate = self.sample_rate
+        if (
+            isinstance(rate, bool)
+            or not isinstance(rate, (int, float))
+            or math.isnan(rate)
+            or not 0.0 <= rate <= 1.0
+        ):
+            raise ValueError(f"Rule.sample_rate must be a number between 0 and 1, got {rate!r}")
+        self.sample_rate = float(rate)
+        self.sample_by = check_sample_by(self.sample_by, self.target)
+        self.max_per_minute = _positive_int("max_per_minute", self.max_per_minute)
+        cost = self.max_cost_per_day
+        if cost is not None and (
+            isinstance(cost, bool)
+            or not isinstance(cost, (int, float))
+            or not math.isfinite(cost)
+            or cost <= 0
+        ):
+            raise ValueError(
+                f"Rule.max_cost_per_day must be a positive number or None, got {cost!r}"
+            )
+        self._check_target()
+        if isinstance(self.filter, Mapping):
+            try:
+                self.filter = SpanFilter.from_dict(self.filter)
+            except ValueError as exc:
+                raise ValueError(f"Rule.filter: {exc}") from exc
+        elif (
+            self.filter is not None
+            and not isinstance(self.filter, SpanFilter | TrajectoryFilter)
+            and not callable(self.filter)
+        ):
+            raise ValueError(
+                "Rule.filter must be a SpanFilter, a TrajectoryFilter, a dict or a "
+                "callable(span) -> bool, "
+                f"got {self.filter!r}"
+            )
+        if self.build_case is not None:
+            if not callable(self.build_case):
+                raise ValueError(f"Rule.build_case must be callable, got {self.build_case!r}")
+            self._build_case_takes_target = _accepts_two_args(self.build_case)
+        if self.name is None:
+            self.name = f"{metric_name}-{self.target}"
+        elif not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"Rule.name must be a non-empty string, got {self.name!r}")
+        if "\x00" in self.name or not _encodable(self.name):
+            # the name is stored in job rows: a database could not keep it as written
+            raise ValueError(f"Rule.name must be valid text without NUL, got {self.name!r}")
+
+    def _check_target(self) -> None:
+        keys = self.segment_keys
+        if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError(f"Rule.segment_keys must be a list of attribute keys, got {keys!r}")
+        self.segment_keys = tuple(keys)
+        for name in ("budget_per_day", "budget_cost_per_day", "target_half_width"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"Rule.{name} must be a positive number or None, got {value!r}")
+        width = self.target_half_width
+        if width is not None and width >= 0.5:
+            raise ValueError(f"Rule.target_half_width must be under 0.5, got {width!r}")
+        if not isinstance(self.allocate_by, str) or not self.allocate_by:
+            raise ValueError(f"Rule.allocate_by must be a segment key, got {self.allocate_by!r}")
+        risk = self.risk_sample_rate
+        if (
+            isinstance(risk, bool)
+            or not isinstance(risk, (int, float))
+            or math.isnan(risk)
+            or not 0.0 <= risk <= 1.0
+        ):
+            raise ValueError(
+                f"Rule.risk_sample_rate must be a number between 0 and 1, got {risk!r}"
+            )
+        self.risk_sample_rate = float(risk)
+
+    @property
+    def has_target(self) -> bool:
+        """Whether the rule states a budget or a precision instead of a fixed rate."""
+        return (
+            self.budget_per_day is not None
+            or self.budget_cost_per_day is not None
+            or self.target_half_width is not None
+        )
+
+    # -------------------------------------------------------------- filtering
+    def matches_span(self, span: SpanRecord, tree: SpanTree | None = None) -> bool:
+        """Whether ``span`` passes the filter. A raising callable filter counts as no match:
+        one odd span must not stop planning. ``tree``: the span tree of its trace, which a
+        trajectory filter reads (without it, the trajectory is the span alone)."""
+        flt = self.filter
+        if flt is None:
+            return True
+        if isinstance(flt, TrajectoryFilter):
+            return flt.matches(trajectory_in(tree, span))
+        if isinstance(flt, SpanFilter):
+            if not flt.matches(span):
+                return False
+            return flt.trajectory is None or flt.trajectory.matches(trajectory_in(tree, span))
+        try:
+            return bool(flt(span))  # type: ignore[operator]
+        except Exception:
+            return False
+
+    def matches(self, target: Target, tree: SpanTree | None = None) -> bool:
+        """Whether ``target`` passes the filter (conversation: any of its agent turn spans);
+        ``tree`` as in :meth:`matches_span`."""
+        if self.filter is None:
+            return True
+        spans = target.turn_spans or ((target.span,) if target.span is not None else ())
+        return any(self.matches_span(span, tree) for span in spans)
+
+    def call_build_case(self, spans: list[SpanRecord], target: Target) -> Any:
+        """Call the custom ``build_case`` with the arguments it takes."""
+        assert self.build_case is not None
+        if self._build_case_takes_target:
+            return self.build_case(spans, target)
+        return self.build_case(spans)

@@ -1,0 +1,1 @@
+"""spanjudge/_core"""

@@ -1,0 +1,99 @@
+"""The worker's ingest gate: received spans and content logs into the store, with backpressure."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from spanjudge._store.base import EventLog, SpanLog
+
+if TYPE_CHECKING:
+    from spanjudge.worker.keep_policy import IngestKeep
+
+
+class Ingest(SpanLog, EventLog, Protocol):
+    """What the gate writes to: spans and content log events."""
+
+
+class IngestGate:
+    """Writes received spans to the store, refusing new requests while too many are waiting.
+
+    The count is of spans inside ``write`` calls right now: a slow or locked store makes it grow,
+    and past ``max_pending_spans`` the receiver answers 503 + Retry-After instead of queueing more.
+    ``outbox(spans, now)`` (enrich mode) returns the outbox entries written in the same
+    transaction as the spans; ``telemetry`` counts the spans written. ``keep``
+    (:class:`~spanjudge.worker.keep_policy.IngestKeep`): only the spans some rule can still pick are
+    written, the others dropped or held in memory for their conversation.
+    """
+
+    def __init__(
+        self,
+        store: Ingest,
+        *,
+        max_pending_spans: int,
+        clock: Callable[[], float] = time.time,
+        outbox: Callable[[Sequence[Any], float], Sequence[Any]] | None = None,
+        after_write: Callable[[Sequence[Any]], None] | None = None,
+        telemetry: Any = None,
+        keep: IngestKeep | None = None,
+    ) -> None:
+        self.store = store
+        self.max_pending_spans = max_pending_spans
+        self.clock = clock
+        self.outbox = outbox
+        self.after_write = after_write
+        self.telemetry = telemetry
+        self.keep = keep
+        self._pending = 0
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def backpressure(self) -> float | None:
+        with self._lock:
+            if self._pending >= self.max_pending_spans:
+                self.refused += 1
+                return 1.0
+        return None
+
+    def shedding(self) -> bool:
+        """True while new requests would be refused (``/readyz`` reports not ready)."""
+        with self._lock:
+            return self._pending >= self.max_pending_spans
+
+    def write(self, records: Sequence[Any]) -> None:
+        if self.keep is not None:
+            records = self.keep.admit(records, self.clock())
+            if not records:
+                return
+
+        def store(now: float) -> None:
+            if self.outbox is None:
+                self.store.write_spans(records, now=now)
+            else:
+                self.store.write_spans(records, now=now, outbox=self.outbox(records, now))
+
+        try:
+            self._counted(len(records), store)
+        except BaseException:
+            if self.keep is not None:  # spans released from its buffer must not be lost
+                self.keep.give_back(records, self.clock())
+            raise
+        if self.telemetry is not None:
+            self.telemetry.record_exporter_written(len(records))
+        if self.after_write is not None:
+            self.after_write(records)
+
+    def write_logs(self, events: Sequence[Any]) -> None:
+        """Store received GenAI content log events, counted as pending like spans."""
+        self._counted(len(events), lambda now: self.store.write_logs(events, now=now))
+
+    def _counted(self, count: int, store: Callable[[float], None]) -> None:
+        with self._lock:
+            self._pending += count
+        try:
+            store(self.clock())
+        finally:
+            with self._lock:
+                self._pending -= count

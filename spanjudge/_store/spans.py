@@ -1,0 +1,284 @@
+"""The span log in SQL: spans in, settled traces and idle conversations out, retention.
+
+Every write also keeps one ``traces`` row per trace and one ``conversations`` row per
+conversation (first and last arrival, root ended, planned at), so settling is an indexed scan
+instead of a look at every span.
+
+A span new to a trace already planned is late: the trace settles again and is planned again
+for it, and a conversation that gets a new turn after being planned goes idle again
+(:mod:`~spanjudge._store.late_spans`).
+
+Example::
+
+    store.write_spans(records, now=t)
+    store.mark_planned(traces=store.settled_traces(settle_seconds=10, now=t + 10), now=t + 10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store.columns import (
+    SPAN_COLUMNS,
+    SPAN_TYPES,
+    clean_text,
+    span_from_row,
+    span_row,
+)
+from spanjudge._store.jobs import insert_jobs
+from spanjudge._store.late_spans import LateQueries
+from spanjudge._store.models import ORPHAN_SETTLE_FACTOR, JobSpec, OutboxEntry
+from spanjudge._store.outbox import outbox_rows
+from spanjudge._store.sql_base import IDS_PER_LIST, Cursor, SqlCore, wall
+
+_HEX = "0123456789abcdef"
+
+
+def mark_planned_in(
+    store: SqlCore,
+    cur: Cursor,
+    *,
+    traces: Sequence[str] = (),
+    conversations: Sequence[str] = (),
+    now: float,
+    lock: str = "",
+    arrived_before: float | None = None,
+) -> None:
+    """Mark traces and conversations planned inside the caller's transaction: one UPDATE per
+    500 ids of each kind. ``lock`` (PostgreSQL: ``" FOR UPDATE"``) locks the rows in id order
+    first, so two workers planning the same page cannot deadlock on them (SQLite holds its
+    write lock for the whole transaction). ``arrived_before``: rows whose last span arrived
+    later are left unplanned (a span came while the page was being planned)."""
+    # PostgreSQL re-checks the condition on the row a concurrent write committed meanwhile
+    guard = "" if arrived_before is None else " AND last_arrival <= ?"
+    extra = () if arrived_before is None else (arrived_before,)
+    for table, key, ids in (
+        ("traces", "trace_id", traces),
+        ("conversations", "conversation_id", conversations),
+    ):
+        # cleaned as the columns were written (a conversation id can hold anything)
+        wanted = sorted({clean_text(i) or "" for i in ids})
+        for start in range(0, len(wanted), IDS_PER_LIST):
+            chunk = wanted[start : start + IDS_PER_LIST]
+            marks = ", ".join("?" * len(chunk))
+            rows = (
+                f"SELECT {key} FROM {table} WHERE {key} IN ({marks}) ORDER BY {key}{lock}"
+                if lock
+                else marks
+            )
+            cur.execute(
+                store.q(f"UPDATE {table} SET planned_at = ? WHERE {key} IN ({rows}){guard}"),
+                (now, *chunk, *extra),
+            )
+
+
+class SpanQueries(LateQueries):
+    """:class:`~spanjudge._store.base.SpanLog` over the shared SQL core (with the
+    enrich-mode outbox entries a write may carry, and the late spans it finds)."""
+
+    #: appended to a sub-select that locks rows before an UPDATE (PostgreSQL: ``FOR UPDATE``)
+    row_lock = ""
+    #: the spans table's key, the conflict target of a write (PostgreSQL's day partitions by
+    #: start time need it in the key: ``trace_id, span_id, start_ns``)
+    span_key = "trace_id, span_id"
+    #: retention deletes expired spans and outbox entries row by row (False: a backend that
+    #: drops whole partitions of them instead)
+    delete_rows = True
+
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
+        if not spans:
+            return
+        arrived = wall() if now is None else now
+        # Sorted by key: concurrent writers take row locks in one order and cannot deadlock.
+        spans = sorted(spans, key=lambda s: (s.trace_id, s.span_id))
+        rows = [span_row(span, arrived) for span in spans]
+        roots: dict[str, int] = {}
+        conversations: set[str] = set()
+        for span, row in zip(spans, rows, strict=True):
+            ended = 1 if (not row[2] and span.end_time_unix_nano > 0) else 0
+            roots[span.trace_id] = max(roots.get(span.trace_id, 0), ended)
+            if row[14] is not None:
+                conversations.add(row[14])
+        trace_rows = [(t, arrived, arrived, roots[t]) for t in sorted(roots)]
+        conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
+        g = self.greatest
+        prepared = outbox_rows(outbox, arrived=arrived)
+        with self.transaction() as cur:
+            # (SQLite: the rowid before the insert, to tell this write's rows; PostgreSQL: None)
+            mark = self.outbox_mark(cur)
+            self.insert_rows(
+                cur,
+                f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
+                SPAN_TYPES,
+                rows,
+                f" ON CONFLICT ({self.span_key}) DO NOTHING",
+            )
+            all_new = cur.rowcount == len(rows)  # (rows inserted, whichever way the dialect)
+            self.insert_rows(
+                cur,
+                "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
+                ("text", "real", "real", "int"),
+                trace_rows,
+                " ON CONFLICT (trace_id) DO UPDATE SET"
+                f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
+                f" root_ended = {g}(traces.root_ended, excluded.root_ended)",
+            )
+            if conversation_rows:
+                self.insert_rows(
+                    cur,
+                    "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)",
+                    ("text", "real", "real"),
+                    conversation_rows,
+                    " ON CONFLICT (conversation_id) DO UPDATE SET"
+                    f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
+                )
+            self.reopen_planned(cur, spans, rows, arrived, mark, all_new=all_new)
+            if outbox:
+                self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
+
+    def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        rows = self.select(
+            "SELECT trace_id FROM traces WHERE planned_at IS NULL AND last_arrival <= ?"
+            " AND (root_ended = 1 OR last_arrival <= ?)"
+            # Index order only: a tie-breaker column would sort the whole backlog.
+            " ORDER BY last_arrival LIMIT ?",
+            (now - settle_seconds, now - ORPHAN_SETTLE_FACTOR * settle_seconds, limit),
+        )
+        return [row[0] for row in rows]
+
+    def idle_conversations(self, *, idle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        rows = self.select(
+            "SELECT conversation_id FROM conversations WHERE planned_at IS NULL"
+            " AND last_arrival <= ? ORDER BY last_arrival LIMIT ?",
+            (now - idle_seconds, limit),
+        )
+        return [row[0] for row in rows]
+
+    def mark_planned(
+        self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
+    ) -> None:
+        self.enqueue_planned((), traces=traces, conversations=conversations, now=now)
+
+    def enqueue_planned(
+        self,
+        jobs: Sequence[JobSpec],
+        *,
+        traces: Sequence[str] = (),
+        conversations: Sequence[str] = (),
+        now: float,
+        arrived_before: float | None = None,
+        replanned: Sequence[str] = (),
+    ) -> int:
+        if not jobs and not traces and not conversations:
+            return 0
+        with self.transaction() as cur:
+            # jobs first: a crash between the two statements rolls both back, and nothing is
+            # ever marked planned without its jobs
+            enqueued = insert_jobs(self, cur, jobs, now=now)
+            mark_planned_in(
+                self,
+                cur,
+                traces=traces,
+                conversations=conversations,
+                now=now,
+                lock=self.row_lock,
+                arrived_before=arrived_before,
+            )
+            if replanned:
+                self.clear_late(cur, replanned)
+            return enqueued
+
+    def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
+        low = prefix.lower()
+        if not low or low.strip(_HEX):
+            return []
+        # A range on the primary key, not LIKE: PostgreSQL's btree serves LIKE 'x%' only
+        # under the C collation, and hex digits order the same way in every collation.
+        where, args = "trace_id >= ?", [low]
+        if low.strip("f"):  # "ff..." has no next prefix of its length: no upper bound
+            where += " AND trace_id < ?"
+            args.append(format(int(low, 16) + 1, f"0{len(low)}x"))
+        rows = self.select(
+            f"SELECT trace_id FROM traces WHERE {where} ORDER BY trace_id LIMIT ?", (*args, limit)
+        )
+        return [row[0] for row in rows]
+
+    def trace_spans(self, trace_id: str) -> list[SpanRecord]:
+        rows = self.select(
+            f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id",
+            (trace_id,),
+        )
+        return [span_from_row(row) for row in rows]
+
+    def traces_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        wanted = sorted(set(trace_ids))
+        found: dict[str, list[SpanRecord]] = {t: [] for t in trace_ids}
+        with self.transaction(write=False) as cur:
+            for start in range(0, len(wanted), IDS_PER_LIST):
+                chunk = wanted[start : start + IDS_PER_LIST]
+                cur.execute(
+                    self.q(
+                        f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
+                        f" ({', '.join('?' * len(chunk))}) ORDER BY trace_id, start_ns, span_id"
+                    ),
+                    chunk,
+                )
+                for row in cur.fetchall():
+                    span = span_from_row(row)
+                    found.setdefault(span.trace_id, []).append(span)
+        return found
+
+    def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
+        rows = self.select(
+            f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
+            " (SELECT DISTINCT trace_id FROM spans WHERE conversation_id = ?)"
+            " ORDER BY start_ns, trace_id, span_id",
+            (conversation_id,),
+        )
+        return [span_from_row(row) for row in rows]
+
+    def targets_since(self, *, since: float, until: float) -> tuple[list[str], list[str]]:
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                self.q(
+                    "SELECT trace_id FROM traces WHERE last_arrival >= ? AND first_arrival <= ?"
+                    " ORDER BY first_arrival, trace_id"
+                ),
+                (since, until),
+            )
+            traces = [row[0] for row in cur.fetchall()]
+            cur.execute(
+                self.q(
+                    "SELECT conversation_id FROM conversations WHERE last_arrival >= ?"
+                    " AND first_arrival <= ? ORDER BY first_arrival, conversation_id"
+                ),
+                (since, until),
+            )
+            return traces, [row[0] for row in cur.fetchall()]
+
+    def delete_older_than(self, cutoff: float) -> int:
+        with self.transaction() as cur:
+            deleted = 0
+            if self.delete_rows:
+                cur.execute(self.q("DELETE FROM spans WHERE arrived_at < ?"), (cutoff,))
+                deleted = max(cur.rowcount, 0)
+                cur.execute(
+                    self.q(
+                        "DELETE FROM outbox WHERE forwarded_at IS NOT NULL AND forwarded_at < ?"
+                        # a shared entry holds the bytes of its held spans until they are sent
+                        " AND entry_id NOT IN (SELECT shared_id FROM outbox"
+                        " WHERE forwarded_at IS NULL AND shared_id IS NOT NULL)"
+                    ),
+                    (cutoff,),
+                )
+            cur.execute(self.q("DELETE FROM late_traces WHERE since < ?"), (cutoff,))
+            cur.execute(self.q("DELETE FROM traces WHERE last_arrival < ?"), (cutoff,))
+            cur.execute(self.q("DELETE FROM conversations WHERE last_arrival < ?"), (cutoff,))
+            return deleted

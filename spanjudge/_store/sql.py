@@ -1,0 +1,108 @@
+"""The one SQL store both backends share; only connections and a few dialect words differ.
+
+:class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
+own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
+``outbox``, ``feedback``, ``judge_cache``, ``stats`` and ``summaries``. The
+schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
+subclass supplies ``transaction()``, ``close()`` and its dialect words.
+
+Example::
+
+    class MemoryStore(SqlStore):
+        def transaction(self, *, write: bool = True) -> AbstractContextManager[Cursor]: ...
+        def close(self) -> None: ...
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+from spanjudge._store.base import SpanStore
+from spanjudge._store.feedback import FeedbackQueries
+from spanjudge._store.jobs import JobQueries
+from spanjudge._store.judge_cache import JudgeCacheQueries
+from spanjudge._store.logs import LogQueries
+from spanjudge._store.models import StoreError
+from spanjudge._store.outbox import OutboxQueries
+from spanjudge._store.results import ResultQueries
+from spanjudge._store.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    apply_migrations,
+    current_version,
+)
+from spanjudge._store.spans import SpanQueries
+from spanjudge._store.sql_base import Cursor, SqlCore
+from spanjudge._store.stats import StatsQueries
+from spanjudge._store.summaries import SummaryQueries
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
+
+
+class SqlStore(
+    SpanQueries,
+    LogQueries,
+    JobQueries,
+    ResultQueries,
+    OutboxQueries,
+    FeedbackQueries,
+    JudgeCacheQueries,
+    StatsQueries,
+    SummaryQueries,
+    SpanStore,
+):
+    """:class:`SpanStore` over a DB-API connection; subclasses supply transactions and dialect.
+
+    Naming :class:`SpanStore` as a base makes mypy check every query group against its
+    protocol here, where the store is defined, not only where one is used.
+    """
+
+    #: which dialect-only migration statements apply (schema.apply_migrations)
+    dialect = "sqlite"
+
+    # ---------------------------------------------------------------- schema
+    def _migration_lock(self, cur: Cursor) -> None:
+        """Serialize concurrent migrations (SQLite: the write transaction already does)."""
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the last version in :data:`MIGRATIONS`."""
+        with self.transaction() as cur:
+            self.migrate_in(cur)
+
+    def migrate_in(self, cur: Cursor) -> None:
+        """Run the pending migrations inside the caller's (write) transaction. A database a
+        newer release migrated further is refused with :class:`StoreError`: this code would
+        write rows that release does not expect."""
+        self._migration_lock(cur)
+        # MIGRATIONS is read from this module at call time, so a test can stand in the list a
+        # later release would ship.
+        apply_migrations(cur, MIGRATIONS, types=self.types, q=self.q, dialect=self.dialect)
+        found, known = current_version(cur), len(MIGRATIONS)
+        if found > known:
+            raise StoreError(
+                f"{self!r} has schema version {found}, from a newer spanjudge release; this one"
+                f" knows versions up to {known}: upgrade spanjudge, or use another store"
+            )
+
+    def schema_version(self) -> int:
+        with self.transaction(write=False) as cur:
+            return current_version(cur)
+
+    # ---------------------------------------------------------------- retention
+    def delete_older_than(self, cutoff: float) -> int:
+        # spans and log events age alike; a log event outlives its span only by its own
+        # arrival time (it arrived later)
+        deleted = super().delete_older_than(cutoff)
+        self._delete_logs_older_than(cutoff)
+        return deleted
+
+    # ---------------------------------------------------------------- lifetime
+    @abstractmethod
+    def close(self) -> None:
+        """Close connections. Further calls raise :class:`StoreError`."""
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
