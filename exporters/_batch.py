@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from spanjudge._core.metric_names import QUEUE_FULL, SHUTDOWN
+from spanjudge.errors import ConfigError
 
 logger = logging.getLogger("spanjudge.batch")
 
@@ -61,9 +62,9 @@ class BatchWorker(Generic[T]):
         on_dropped: Callable[[str, int], None] | None = None,
     ) -> None:
         if max_queue < 1 or batch_size < 1:
-            raise ValueError("max_queue and batch_size must be positive")
+            raise ConfigError("max_queue and batch_size must be positive")
         if flush_interval_seconds <= 0:
-            raise ValueError("flush_interval_seconds must be positive")
+            raise ConfigError("flush_interval_seconds must be positive")
         self._handle = handle
         self.name = name
         self.max_queue = max_queue

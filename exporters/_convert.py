@@ -23,6 +23,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from spanjudge._core.span_record import SpanEvent, SpanRecord
+from spanjudge.errors import ConfigError
 
 __all__ = ["span_to_record", "to_readable_span"]
 
@@ -71,7 +72,7 @@ def span_to_record(span: ReadableSpan) -> SpanRecord:
     # the SDK span keeps it as _attributes, read-only after end() (the public API is the fallback).
     ctx = span.context
     if ctx is None:
-        raise ValueError("span without a context")
+        raise ConfigError("span without a context")
     parent = span.parent
     start = span.start_time or 0
     status = span.status

@@ -39,6 +39,7 @@ from spanjudge._receive.logs import (
     ignored_reason,
 )
 from spanjudge._store.base import EventLog
+from spanjudge.errors import ConfigError
 from spanjudge.exporters._store_spans import INVALID_LOG, StoreWriter
 
 logger = logging.getLogger("spanjudge.store_exporter")
@@ -52,7 +53,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if depth > _MAX_DEPTH:
-        raise ValueError("log record value nested too deeply")
+        raise ConfigError("log record value nested too deeply")
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")

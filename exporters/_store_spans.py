@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from spanjudge._core import metric_names as names
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.base import SpanLog
+from spanjudge.errors import ConfigError
 from spanjudge.exporters._batch import BatchWorker
 from spanjudge.exporters._convert import span_to_record
 
@@ -65,7 +66,7 @@ class StoreWriter(Generic[T]):
         queue_option: str,
     ) -> None:
         if max_queue < 1 or batch_size < 1:
-            raise ValueError(f"{queue_option} and batch_size must be positive")
+            raise ConfigError(f"{queue_option} and batch_size must be positive")
         self.on_written = on_written
         self._clock = clock
         self._written = 0

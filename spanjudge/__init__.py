@@ -35,6 +35,7 @@ from spanjudge.configure import Tracing, configure
 # --- errors (eager: stdlib only, so `except spanjudge.StoreError` loads nothing else) --------
 from spanjudge.errors import (
     ConfigError,
+    ConfigTypeError,
     FeedbackError,
     JudgeConnectionError,
     JudgeError,
@@ -130,6 +131,7 @@ __all__ = [
     "BiasMetric",
     "BiasTemplate",
     "ConfigError",
+    "ConfigTypeError",
     "ConversationalGEval",
     "ConversationalTestCase",
     "DeepEvalMetric",

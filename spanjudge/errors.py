@@ -61,7 +61,8 @@ class SpanjudgeError(Exception):
 
 # ------------------------------------------------------------------------------ configuration
 class ConfigError(SpanjudgeError, ValueError):
-    """The worker configuration is invalid; the message names every bad key."""
+    """A setting or an argument is invalid (a worker config key, `Rule(sample_rate=2)`,
+    `observe(kind="x")`, a bad dataset file); the message names every bad key."""
 
 
 class ParamError(ConfigError):
@@ -174,3 +175,10 @@ class MissingFieldError(SpanjudgeError, ValueError):
         super().__init__(
             f"{metric} needs {', '.join(self.fields)}: missing or empty in the test case"
         )
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument has the wrong type (a metric where a judge was expected, a number for a name).
+
+    Also a :class:`TypeError`, so code that catches the built-in keeps working.
+    """

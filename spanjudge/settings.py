@@ -238,7 +238,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
     @classmethod
     def _token_not_empty(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():  # as an unset template variable gives
-            raise ValueError("is empty (remove the key to run without authentication)")
+            raise ConfigError("is empty (remove the key to run without authentication)")
         return value
 
     @field_validator("allow_unauthenticated")
@@ -251,7 +251,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         with suppress(ValueError):  # any other host name may resolve to any interface
             if ipaddress.ip_address(host.strip("[]")).is_loopback:
                 return allowed
-        raise ValueError(f"must be true to serve receiver_host {host} without a bearer_token")
+        raise ConfigError(f"must be true to serve receiver_host {host} without a bearer_token")
 
     @classmethod
     def settings_customise_sources(

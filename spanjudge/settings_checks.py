@@ -29,8 +29,8 @@ from pydantic import AfterValidator, ValidationError, ValidationInfo
 from pydantic_core import PydanticCustomError
 from pydantic_settings import SettingsError
 
+from spanjudge._core.checked_model import error_lines
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators._loop.config import error_lines
 
 __all__ = [
     "ENV_PREFIX",

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring  # C-accelerated; what the encoder below uses too
 from typing import Any
 
+from spanjudge.errors import ConfigError
 from spanjudge.tracer.attributes import TRUNCATION_MARKER
 
 logger = logging.getLogger("spanjudge.tracer")
@@ -86,7 +87,7 @@ def set_policy(
         POLICY.content = content
     if max_value_length is not None:
         if max_value_length < 1:
-            raise ValueError("max_value_length must be >= 1")
+            raise ConfigError("max_value_length must be >= 1")
         POLICY.max_value_length = max_value_length
     if redact is not None:
         POLICY.redact = redact

@@ -15,6 +15,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from spanjudge.errors import ConfigError
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, hot, messages, record
 from spanjudge.tracer.attributes import Kind
@@ -44,7 +45,7 @@ class Options:
 def check_kind(kind: object) -> None:
     """Fail at decoration time, not on the first call, for a kind outside :data:`attrs.KINDS`."""
     if kind not in attrs.OPERATION_BY_KIND:
-        raise ValueError(f"observe(kind={kind!r}): kind must be one of {attrs.KINDS}")
+        raise ConfigError(f"observe(kind={kind!r}): kind must be one of {attrs.KINDS}")
 
 
 class Plan:

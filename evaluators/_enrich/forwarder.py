@@ -44,6 +44,7 @@ from spanjudge._core.otlp_wire import WireSpan
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store.base import Outbox
 from spanjudge._store.models import OutboxEntry, OutboxItem
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._enrich.requests import (
     MAX_REQUEST_BYTES,
     request_end,
@@ -99,11 +100,11 @@ class Enricher:
         allocation: Allocation | None = None,
     ) -> None:
         if max_hold_seconds <= 0:
-            raise ValueError("max_hold_seconds must be positive")
+            raise ConfigError("max_hold_seconds must be positive")
         if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+            raise ConfigError("batch_size must be >= 1")
         if max_request_bytes < 1:
-            raise ValueError("max_request_bytes must be >= 1")
+            raise ConfigError("max_request_bytes must be >= 1")
         self.span_rules = [r for r in rules if r.target != "conversation"]
         self.store = store
         # a budget or precision rule samples with its allocation's probability, as the

@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.test_case import (
     ConversationalTestCase,
     LLMTestCase,
@@ -96,7 +97,7 @@ def write_dataset(goldens: Iterable[Mapping[str, Any]], path: str, fmt: str = "d
     """Write golden objects to ``path`` as ``fmt`` (``deepeval``: a JSON list; ``jsonl``: one
     per line). Returns how many were written."""
     if fmt not in FORMATS:
-        raise ValueError(f"unknown dataset format {fmt!r}; known: {', '.join(FORMATS)}")
+        raise ConfigError(f"unknown dataset format {fmt!r}; known: {', '.join(FORMATS)}")
     items = list(goldens)
     with open(path, "w", encoding="utf-8") as file:
         if fmt == "jsonl":
@@ -112,7 +113,7 @@ def _tool_calls(raw: Any, where: str) -> list[ToolCall] | None:
     if not raw:
         return None
     if not isinstance(raw, list):
-        raise ValueError(f"{where}.tools_called: expected a list, got {type(raw).__name__}")
+        raise ConfigError(f"{where}.tools_called: expected a list, got {type(raw).__name__}")
     calls = []
     for tool in raw:
         fields = {key: tool.get(key) for key in _TOOL_KEYS}
@@ -123,7 +124,7 @@ def _tool_calls(raw: Any, where: str) -> list[ToolCall] | None:
 
 def _case(obj: Any, where: str) -> LLMTestCase | ConversationalTestCase:
     if not isinstance(obj, dict):
-        raise ValueError(f"{where}: expected an object, got {type(obj).__name__}")
+        raise ConfigError(f"{where}: expected an object, got {type(obj).__name__}")
     metadata = obj.get("additional_metadata")
     if obj.get("scenario"):
         turns = [
@@ -139,7 +140,7 @@ def _case(obj: Any, where: str) -> LLMTestCase | ConversationalTestCase:
             turns=turns, scenario=obj["scenario"], name=obj.get("name"), metadata=metadata
         )
     if obj.get("input") is None or obj.get("actual_output") is None:
-        raise ValueError(f"{where}: a single-turn case needs input and actual_output")
+        raise ConfigError(f"{where}: a single-turn case needs input and actual_output")
     return LLMTestCase(
         input=obj["input"],
         actual_output=obj["actual_output"],
@@ -168,13 +169,13 @@ def load_dataset(path: str | os.PathLike[str]) -> list[LLMTestCase | Conversatio
                 try:
                     items.append((f"{name}:{number}", json.loads(line)))
                 except ValueError as exc:
-                    raise ValueError(f"{name}:{number}: not JSON: {exc}") from None
+                    raise ConfigError(f"{name}:{number}: not JSON: {exc}") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"{name}: not JSON: {exc}") from None
+            raise ConfigError(f"{name}: not JSON: {exc}") from None
         if not isinstance(data, list):
-            raise ValueError(f"{name}: expected a JSON list of test cases")
+            raise ConfigError(f"{name}: expected a JSON list of test cases")
         items = [(f"{name}[{i}]", obj) for i, obj in enumerate(data)]
     return [_case(obj, where) for where, obj in items]

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.base import MISSING_FIELD, BaseMetric, run_sync
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
@@ -113,9 +114,9 @@ async def a_evaluate(
 ) -> EvaluationResult:
     """Async :func:`evaluate`."""
     if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
     if not metrics:
-        raise ValueError("evaluate() needs at least one metric")
+        raise ConfigError("evaluate() needs at least one metric")
     started = time.perf_counter()
     gate = asyncio.Semaphore(max_concurrency)
     cells: list[list[MetricResult | None]] = [[None] * len(metrics) for _ in test_cases]

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from spanjudge._core.checked_model import CheckedModel
+from spanjudge.errors import ConfigError
 
 
-class _Model(BaseModel):
+class _Model(CheckedModel):
     model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
 
 
@@ -73,7 +76,7 @@ class ConversationalTestCase(_Model):
     @classmethod
     def _turns_not_empty(cls, turns: list[Turn]) -> list[Turn]:
         if not turns:
-            raise ValueError("a conversation needs at least one turn")
+            raise ConfigError("a conversation needs at least one turn")
         return turns
 
 

@@ -18,10 +18,11 @@ names the setting: ``MonitorConfig.concurrency: Input should be greater than or 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from spanjudge._core.checked_model import CheckedModel, error_lines
 from spanjudge.errors import ConfigError
 
 __all__ = [
@@ -38,14 +39,14 @@ __all__ = [
 def _not_bool(value: Any) -> Any:
     # pydantic reads True as 1: a flag given where a number belongs is a mistake, not a 1
     if isinstance(value, bool):
-        raise ValueError("expected a number, not true/false")
+        raise ConfigError("expected a number, not true/false")
     return value
 
 
 def _bool_or_text(value: Any) -> Any:
     # true/false, or their text from the environment; 0 and 1 are not read as a flag
     if not isinstance(value, (bool, str)):
-        raise ValueError("expected true or false")
+        raise ConfigError("expected true or false")
     return value
 
 
@@ -60,7 +61,7 @@ HOUR = 3600.0
 DAY = 86400.0
 
 
-class RegressionBaseline(BaseModel):
+class RegressionBaseline(CheckedModel):
     """The ``regression_baseline`` setting: a segment key and the baseline's value of it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -188,7 +189,7 @@ class LoopSettings(BaseModel):
         return MonitorConfig(**{name: getattr(self, name) for name in LoopSettings.model_fields})
 
 
-class MonitorConfig(LoopSettings):
+class MonitorConfig(LoopSettings, CheckedModel):
     """The online loop's settings (:class:`LoopSettings`' fields), frozen.
 
     * ``interval_seconds``: between two ticks of the scheduler;
@@ -215,28 +216,3 @@ class MonitorConfig(LoopSettings):
     """
 
     model_config = ConfigDict(frozen=True)
-
-    if not TYPE_CHECKING:  # type checkers keep the keyword signature pydantic derives
-
-        def __init__(self, **data: Any) -> None:
-            try:
-                super().__init__(**data)
-            except ValidationError as exc:
-                raise ConfigError("; ".join(error_lines(exc, "MonitorConfig."))) from None
-
-
-def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
-    """One ``key: what is wrong (got value)`` line per error of ``exc``; ``prefix`` goes before
-    each key. The worker's settings and :class:`MonitorConfig` both report with it."""
-    lines = []
-    for err in exc.errors():
-        key = prefix + (".".join(str(p) for p in err["loc"]) or "(top level)")
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{key}: unknown key")
-            continue
-        got = err.get("input")
-        # numbers and flags are shown; text never is: a value in the wrong key may be a secret
-        # (an API key pasted into `mode`), and a long one would flood the line
-        shown = f" (got {got!r})" if isinstance(got, (int, float, bool)) or got is None else ""
-        lines.append(f"{key}: {err['msg']}{shown}")
-    return lines

@@ -32,6 +32,7 @@ from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._store import open_store
 from spanjudge._store.base import SpanStore
 from spanjudge._store.models import Redo
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.drain import Drain
 from spanjudge.evaluators._loop.runner import Runner
@@ -80,11 +81,11 @@ class Monitor:
         after_tick: Callable[[], Any] | None = None,
     ) -> None:
         if not rules:
-            raise ValueError("monitor() needs at least one Rule")
+            raise ConfigError("monitor() needs at least one Rule")
         names = [r.name for r in rules]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise ValueError(f"rule names must be unique; repeated: {', '.join(repeated)}")
+            raise ConfigError(f"rule names must be unique; repeated: {', '.join(repeated)}")
         self.config = config or MonitorConfig()
         self.rules: dict[str, Rule] = {r.name: r for r in rules}
         self._owns_store = not isinstance(store, SpanStore)
@@ -370,6 +371,6 @@ def monitor(
 
         emitter = ScoreEmitter(outputs=OUTPUTS if outputs is None else outputs)
     elif outputs is not None:
-        raise ValueError("pass outputs or an emitter, not both (the emitter has its outputs)")
+        raise ConfigError("pass outputs or an emitter, not both (the emitter has its outputs)")
     mon = Monitor(rules, store=store, config=config, emitter=emitter, telemetry=telemetry)
     return mon.start() if start else mon

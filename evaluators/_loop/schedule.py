@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from spanjudge.errors import ConfigError
+
 APSCHEDULER_LOGGER = "apscheduler"
 
 
@@ -60,7 +62,7 @@ def every(run: Callable[[], None], *, seconds: float, kind: str | None, job_id: 
         scheduler = BackgroundScheduler(daemon=True)
         job = run
     else:
-        raise ValueError(f"scheduler must be 'background' or 'asyncio', got {kind!r}")
+        raise ConfigError(f"scheduler must be 'background' or 'asyncio', got {kind!r}")
     scheduler.add_job(
         job,
         "interval",

@@ -30,6 +30,8 @@ import math
 import re
 from functools import lru_cache
 
+from spanjudge.errors import ConfigError
+
 __all__ = [
     "DEFAULT_PRECISION",
     "MAX_ADJUSTED_COUNT",
@@ -86,14 +88,14 @@ def threshold_for(probability: float, precision: int = DEFAULT_PRECISION) -> int
         '0xfd70a3d70a3d71'
     """
     if isinstance(probability, bool) or not isinstance(probability, (int, float)):
-        raise ValueError(f"probability must be a number, got {probability!r}")
+        raise ConfigError(f"probability must be a number, got {probability!r}")
     if isinstance(precision, bool) or not isinstance(precision, int):
-        raise ValueError(f"precision must be an integer 0..14, got {precision!r}")
+        raise ConfigError(f"precision must be an integer 0..14, got {precision!r}")
     if not 0 <= precision <= NUM_HEX_DIGITS:
-        raise ValueError(f"precision must be an integer 0..14, got {precision!r}")
+        raise ConfigError(f"precision must be an integer 0..14, got {precision!r}")
     fraction = float(probability)
     if not (MIN_PROBABILITY <= fraction <= 1.0):  # also NaN
-        raise ValueError(f"probability must be in [2**-56, 1], got {probability!r}")
+        raise ConfigError(f"probability must be in [2**-56, 1], got {probability!r}")
     if precision == 0:
         precision = NUM_HEX_DIGITS
     if fraction == 1.0:
@@ -121,9 +123,9 @@ def _cached_threshold(probability: float) -> int:
 def probability_of(threshold: int) -> float:
     """The sampling probability a rejection threshold stands for: ``(2**56 - T) / 2**56``."""
     if isinstance(threshold, bool) or not isinstance(threshold, int):
-        raise ValueError(f"threshold must be an integer in [0, 2**56], got {threshold!r}")
+        raise ConfigError(f"threshold must be an integer in [0, 2**56], got {threshold!r}")
     if not 0 <= threshold <= MAX_ADJUSTED_COUNT:
-        raise ValueError(f"threshold must be an integer in [0, 2**56], got {threshold!r}")
+        raise ConfigError(f"threshold must be an integer in [0, 2**56], got {threshold!r}")
     return (MAX_ADJUSTED_COUNT - threshold) / MAX_ADJUSTED_COUNT
 
 
@@ -137,10 +139,10 @@ def encode_th(threshold: int) -> str:
         ('c', '0')
     """
     if isinstance(threshold, bool) or not isinstance(threshold, int):
-        raise ValueError(f"threshold must be an integer in [0, 2**56), got {threshold!r}")
+        raise ConfigError(f"threshold must be an integer in [0, 2**56), got {threshold!r}")
     if not 0 <= threshold < MAX_ADJUSTED_COUNT:
         # 2**56 (never sample) has no th encoding: nothing sampled carries it
-        raise ValueError(f"threshold must be an integer in [0, 2**56), got {threshold!r}")
+        raise ConfigError(f"threshold must be an integer in [0, 2**56), got {threshold!r}")
     if threshold == 0:
         return "0"
     return f"{threshold:014x}".rstrip("0")
@@ -160,7 +162,7 @@ def decode_th(value: str) -> int:
         or not 1 <= len(value) <= NUM_HEX_DIGITS
         or not set(value.lower()) <= _HEX
     ):
-        raise ValueError(f"th must be 1 to 14 hex digits, got {value!r}")
+        raise ConfigError(f"th must be 1 to 14 hex digits, got {value!r}")
     return int(value, 16) << (_HEX_BITS * (NUM_HEX_DIGITS - len(value)))
 
 
@@ -226,10 +228,10 @@ def randomness_of(trace_id: str, tracestate: str | None = None) -> int:
         if rv is not None:
             return rv
     if not isinstance(trace_id, str) or _TRACE_ID.fullmatch(trace_id) is None:
-        raise ValueError(f"trace_id must be 32 hex digits, got {trace_id!r}")
+        raise ConfigError(f"trace_id must be 32 hex digits, got {trace_id!r}")
     value = int(trace_id, 16)
     if value == 0:
-        raise ValueError(f"trace_id must be 32 hex digits, not all zero, got {trace_id!r}")
+        raise ConfigError(f"trace_id must be 32 hex digits, not all zero, got {trace_id!r}")
     return value & _MASK56
 
 
@@ -245,7 +247,7 @@ def key_randomness(key: str) -> int:
         True
     """
     if not isinstance(key, str):
-        raise ValueError(f"key must be a string, got {key!r}")
+        raise ConfigError(f"key must be a string, got {key!r}")
     digest = hashlib.blake2b(key.encode(), digest_size=7, person=b"spanjudge-key").digest()
     return int.from_bytes(digest, "big")
 
@@ -268,9 +270,9 @@ def key_kept(key: str, probability: float) -> bool:
 def _edge(probability: float) -> bool | None:
     # True/False for the probabilities decided without randomness, None for the others
     if isinstance(probability, bool) or not isinstance(probability, (int, float)):
-        raise ValueError(f"probability must be a number, got {probability!r}")
+        raise ConfigError(f"probability must be a number, got {probability!r}")
     if math.isnan(probability):
-        raise ValueError("probability must be a number in [0, 1], got nan")
+        raise ConfigError("probability must be a number in [0, 1], got nan")
     if probability >= 1.0:
         return True
     if probability <= 0.0:

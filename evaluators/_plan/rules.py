@@ -12,6 +12,7 @@ from typing import Any
 
 from spanjudge._core.kinds import TargetType
 from spanjudge._core.span_record import SpanRecord
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._plan.sampler import SampleBy, check_sample_by
 from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter, trajectory_in
 from spanjudge.evaluators._rebuild.scope import SpanTree
@@ -71,16 +72,16 @@ class SpanFilter:
         for name in ("span_name", "service", "agent", "model"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise ValueError(f"filter.{name} must be a string (glob), got {value!r}")
+                raise ConfigError(f"filter.{name} must be a string (glob), got {value!r}")
         if not isinstance(self.attributes, Mapping):
-            raise ValueError(
+            raise ConfigError(
                 f"filter.attributes must be a mapping of key -> value, got {self.attributes!r}"
             )
         self.attributes = dict(self.attributes)
         if isinstance(self.attributes_exist, str) or not all(
             isinstance(k, str) for k in self.attributes_exist
         ):
-            raise ValueError(
+            raise ConfigError(
                 "filter.attributes_exist must be a list of attribute keys, "
                 f"got {self.attributes_exist!r}"
             )
@@ -88,7 +89,7 @@ class SpanFilter:
         if isinstance(self.trajectory, Mapping):
             self.trajectory = TrajectoryFilter.from_dict(self.trajectory)
         elif self.trajectory is not None and not isinstance(self.trajectory, TrajectoryFilter):
-            raise ValueError(
+            raise ConfigError(
                 f"filter.trajectory must be a mapping of conditions, got {self.trajectory!r}"
             )
 
@@ -96,11 +97,11 @@ class SpanFilter:
     def from_dict(cls, data: Mapping[str, Any]) -> SpanFilter:
         """Build from a config mapping with the same keys; unknown keys are an error."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"filter must be a mapping, got {type(data).__name__}")
+            raise ConfigError(f"filter must be a mapping, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown filter key(s) {', '.join(map(repr, unknown))}; "
                 f"known: {', '.join(sorted(known))}"
             )
@@ -142,7 +143,7 @@ def _positive_int(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"Rule.{name} must be a positive integer or None, got {value!r}")
+        raise ConfigError(f"Rule.{name} must be a positive integer or None, got {value!r}")
     return value
 
 
@@ -251,27 +252,27 @@ class Rule:
         self.metric = _adapt(self.metric)
         metric_name = getattr(self.metric, "name", None)
         if not isinstance(metric_name, str) or not metric_name:
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.metric must be a metric with a non-empty .name, got {self.metric!r}"
             )
         if self.target not in TARGET_TYPES:
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.target must be one of {', '.join(TARGET_TYPES)}, got {self.target!r}"
             )
         conversational = bool(getattr(self.metric, "conversational", False))
         if conversational and self.target != "conversation":
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.target: metric {metric_name!r} is conversational and needs "
                 f"target='conversation', got {self.target!r}"
             )
         if not conversational and self.target == "conversation":
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.target: metric {metric_name!r} scores single turns; target='conversation' "
                 "needs a conversational metric (e.g. TopicAdherenceMetric)"
             )
         targets = getattr(self.metric, "targets", None)  # e.g. the judged agent metrics
         if targets and self.target not in targets:
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.target: metric {metric_name!r} runs on target "
                 f"{' or '.join(repr(t) for t in targets)}, got {self.target!r}"
             )
@@ -282,7 +283,7 @@ class Rule:
             or math.isnan(rate)
             or not 0.0 <= rate <= 1.0
         ):
-            raise ValueError(f"Rule.sample_rate must be a number between 0 and 1, got {rate!r}")
+            raise ConfigError(f"Rule.sample_rate must be a number between 0 and 1, got {rate!r}")
         self.sample_rate = float(rate)
         self.sample_by = check_sample_by(self.sample_by, self.target)
         self.max_per_minute = _positive_int("max_per_minute", self.max_per_minute)
@@ -293,7 +294,7 @@ class Rule:
             or not math.isfinite(cost)
             or cost <= 0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.max_cost_per_day must be a positive number or None, got {cost!r}"
             )
         self._check_target()
@@ -301,33 +302,33 @@ class Rule:
             try:
                 self.filter = SpanFilter.from_dict(self.filter)
             except ValueError as exc:
-                raise ValueError(f"Rule.filter: {exc}") from exc
+                raise ConfigError(f"Rule.filter: {exc}") from exc
         elif (
             self.filter is not None
             and not isinstance(self.filter, SpanFilter | TrajectoryFilter)
             and not callable(self.filter)
         ):
-            raise ValueError(
+            raise ConfigError(
                 "Rule.filter must be a SpanFilter, a TrajectoryFilter, a dict or a "
                 "callable(span) -> bool, "
                 f"got {self.filter!r}"
             )
         if self.build_case is not None:
             if not callable(self.build_case):
-                raise ValueError(f"Rule.build_case must be callable, got {self.build_case!r}")
+                raise ConfigError(f"Rule.build_case must be callable, got {self.build_case!r}")
             self._build_case_takes_target = _accepts_two_args(self.build_case)
         if self.name is None:
             self.name = f"{metric_name}-{self.target}"
         elif not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError(f"Rule.name must be a non-empty string, got {self.name!r}")
+            raise ConfigError(f"Rule.name must be a non-empty string, got {self.name!r}")
         if "\x00" in self.name or not _encodable(self.name):
             # the name is stored in job rows: a database could not keep it as written
-            raise ValueError(f"Rule.name must be valid text without NUL, got {self.name!r}")
+            raise ConfigError(f"Rule.name must be valid text without NUL, got {self.name!r}")
 
     def _check_target(self) -> None:
         keys = self.segment_keys
         if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
-            raise ValueError(f"Rule.segment_keys must be a list of attribute keys, got {keys!r}")
+            raise ConfigError(f"Rule.segment_keys must be a list of attribute keys, got {keys!r}")
         self.segment_keys = tuple(keys)
         for name in ("budget_per_day", "budget_cost_per_day", "target_half_width"):
             value = getattr(self, name)
@@ -337,12 +338,12 @@ class Rule:
                 or not math.isfinite(value)
                 or value <= 0
             ):
-                raise ValueError(f"Rule.{name} must be a positive number or None, got {value!r}")
+                raise ConfigError(f"Rule.{name} must be a positive number or None, got {value!r}")
         width = self.target_half_width
         if width is not None and width >= 0.5:
-            raise ValueError(f"Rule.target_half_width must be under 0.5, got {width!r}")
+            raise ConfigError(f"Rule.target_half_width must be under 0.5, got {width!r}")
         if not isinstance(self.allocate_by, str) or not self.allocate_by:
-            raise ValueError(f"Rule.allocate_by must be a segment key, got {self.allocate_by!r}")
+            raise ConfigError(f"Rule.allocate_by must be a segment key, got {self.allocate_by!r}")
         risk = self.risk_sample_rate
         if (
             isinstance(risk, bool)
@@ -350,7 +351,7 @@ class Rule:
             or math.isnan(risk)
             or not 0.0 <= risk <= 1.0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"Rule.risk_sample_rate must be a number between 0 and 1, got {risk!r}"
             )
         self.risk_sample_rate = float(risk)

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._plan.consistent import keeps, key_kept
 
 if TYPE_CHECKING:
@@ -67,9 +68,9 @@ OpenTelemetry's samplers decide) or ``"conversation"`` (a hash of the conversati
 def check_sample_by(value: object, target: str) -> SampleBy:
     """``value`` as a :data:`SampleBy`, or ``ValueError`` naming ``Rule.sample_by``."""
     if value not in SAMPLE_BY:
-        raise ValueError(f"Rule.sample_by must be one of {', '.join(SAMPLE_BY)}, got {value!r}")
+        raise ConfigError(f"Rule.sample_by must be one of {', '.join(SAMPLE_BY)}, got {value!r}")
     if value == "trace" and target == "conversation":
-        raise ValueError(
+        raise ConfigError(
             "Rule.sample_by: a conversation spans several traces, so target='conversation' "
             "cannot sample by trace; use sample_by='conversation' (or 'target')"
         )
@@ -185,14 +186,14 @@ class Budget:
             or not isinstance(max_per_minute, int)
             or max_per_minute <= 0
         ):
-            raise ValueError(f"max_per_minute must be a positive integer, got {max_per_minute!r}")
+            raise ConfigError(f"max_per_minute must be a positive integer, got {max_per_minute!r}")
         if max_cost_per_day is not None and (
             isinstance(max_cost_per_day, bool)
             or not isinstance(max_cost_per_day, (int, float))
             or not math.isfinite(max_cost_per_day)
             or max_cost_per_day <= 0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"max_cost_per_day must be a positive number, got {max_cost_per_day!r}"
             )
         self.max_per_minute = max_per_minute

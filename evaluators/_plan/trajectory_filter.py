@@ -28,6 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.trajectory import Trajectory, trajectory_of
 
@@ -71,27 +72,29 @@ class TrajectoryFilter:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0
             ):
-                raise ValueError(
+                raise ConfigError(
                     f"filter.trajectory.{name} must be a non-negative integer, got {value!r}"
                 )
         for name in _GLOBS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise ValueError(f"filter.trajectory.{name} must be a string (glob), got {value!r}")
+                raise ConfigError(
+                    f"filter.trajectory.{name} must be a string (glob), got {value!r}"
+                )
         for name in _FLAGS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, bool):
-                raise ValueError(f"filter.trajectory.{name} must be true or false, got {value!r}")
+                raise ConfigError(f"filter.trajectory.{name} must be true or false, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrajectoryFilter:
         """Build from a config mapping with the same keys; unknown keys are an error."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"filter.trajectory must be a mapping, got {type(data).__name__}")
+            raise ConfigError(f"filter.trajectory must be a mapping, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown filter.trajectory key(s) {', '.join(map(repr, unknown))}; "
                 f"known: {', '.join(sorted(known))}"
             )

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge.errors import ConfigError
 
 __all__ = [
     "STATS",
@@ -84,7 +85,7 @@ class Agreement:
 
 def _z(confidence: float) -> float:
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+        raise ConfigError(f"confidence must be between 0 and 1, got {confidence}")
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 

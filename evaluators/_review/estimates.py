@@ -34,6 +34,7 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from spanjudge._store.summaries import ALL, SegmentSums
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._review.agreement import Estimate
 
 __all__ = [
@@ -54,7 +55,7 @@ OTHER = "other"
 
 def _z(confidence: float) -> float:
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+        raise ConfigError(f"confidence must be between 0 and 1, got {confidence}")
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
@@ -118,7 +119,7 @@ def student_t_quantile(probability: float, df: float) -> float:
         student_t_quantile(0.975, 9)   # 2.2621571...
     """
     if not 0.5 <= probability < 1 or df <= 0:
-        raise ValueError(f"need 0.5 <= probability < 1 and df > 0, got {probability}, {df}")
+        raise ConfigError(f"need 0.5 <= probability < 1 and df > 0, got {probability}, {df}")
     tail = 1 - probability
     low, high = 0.0, 1.0
     while _t_upper_tail(high, df) > tail:

@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spanjudge._store.summaries import SegmentSums
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._review.estimates import Estimate, mean_interval, pass_rate
 
 __all__ = [
@@ -82,7 +83,7 @@ MIN_VARIANCE = 1e-9  # two segments with constant scores: a difference, but not 
 
 def _rho(alpha: float) -> float:
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+        raise ConfigError(f"alpha must be between 0 and 1, got {alpha}")
     information = 1 / (2 * 0.25 / TUNED_VERDICTS)
     c = x = -2 * math.log(alpha)
     for _ in range(60):  # a contraction: the slope of log(1 + x) is under 1

@@ -39,6 +39,7 @@ from spanjudge._core import metric_names as names
 from spanjudge._core.kinds import OUTPUTS, Output
 from spanjudge._core.log_text import log_text
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge.errors import ConfigError
 from spanjudge.exporters._emit.channel import Channel
 from spanjudge.exporters._emit.evaluation_result import (
     MISSING_FIELD,
@@ -100,12 +101,12 @@ class Emitter(Protocol):
 def check_outputs(outputs: Collection[str]) -> tuple[Output, ...]:
     """``outputs`` validated and de-duplicated in canonical order; a clear error otherwise."""
     if isinstance(outputs, str):
-        raise ValueError(f"outputs must be a list such as ['span', 'event'], got {outputs!r}")
+        raise ConfigError(f"outputs must be a list such as ['span', 'event'], got {outputs!r}")
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
-        raise ValueError(f"unknown output(s) {unknown}; known: {', '.join(OUTPUTS)}")
+        raise ConfigError(f"unknown output(s) {unknown}; known: {', '.join(OUTPUTS)}")
     if not outputs:
-        raise ValueError("outputs must name at least one of: " + ", ".join(OUTPUTS))
+        raise ConfigError("outputs must name at least one of: " + ", ".join(OUTPUTS))
     return tuple(o for o in OUTPUTS if o in outputs)
 
 
@@ -142,7 +143,7 @@ class ScoreEmitter:
         logs_recheck_seconds: float = RECHECK_SECONDS,
     ) -> None:
         if max_queue < 1:
-            raise ValueError("max_queue must be positive")
+            raise ConfigError("max_queue must be positive")
         if outputs is None:
             # exporters given by the caller name the outputs; none given: both, over OTLP
             given = [o for o, e in (("span", span_exporter), ("event", log_exporter)) if e]

@@ -53,6 +53,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.status import Status, StatusCode
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
+from spanjudge.errors import ConfigError
 from spanjudge.tracer import attributes as attrs
 
 DEFAULT_SERVICE_NAME = "spanjudge"
@@ -205,10 +206,10 @@ def _status(record: EvaluationRecord) -> Status:
 
 def _trace_id(record: EvaluationRecord) -> int:
     if not record.trace_id:
-        raise ValueError("evaluation record without a trace id")
+        raise ConfigError("evaluation record without a trace id")
     trace_id = int(record.trace_id, 16)
     if not trace_id:
-        raise ValueError("evaluation record with an all-zero trace id")
+        raise ConfigError("evaluation record with an all-zero trace id")
     return trace_id
 
 
@@ -303,7 +304,7 @@ def feedback_event(
     trace, with the same ``gen_ai.evaluation.*`` fields a result has (the note is the
     explanation). Raises ``ValueError`` when the label has no (valid) trace id."""
     if not feedback.trace_id or not int(feedback.trace_id, 16):
-        raise ValueError("feedback without a trace id")
+        raise ConfigError("feedback without a trace id")
     fields: dict[str, Any] = {
         attrs.GEN_AI_EVALUATION_NAME: feedback.metric,
         attrs.GEN_AI_EVALUATION_SCORE_LABEL: feedback.label,

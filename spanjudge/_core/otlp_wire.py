@@ -25,6 +25,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from spanjudge.errors import ConfigError, ConfigTypeError
+
 __all__ = [
     "MessageTree",
     "WireSpan",
@@ -91,10 +93,10 @@ def _skip(data: bytes, pos: int, wire: int, number: int) -> int:
             key, pos = _varint(data, pos)
             if key & 7 == 4:
                 if key >> 3 != number:
-                    raise ValueError("mismatched protobuf group end")
+                    raise ConfigError("mismatched protobuf group end")
                 return pos
             pos = _skip(data, pos, key & 7, key >> 3)
-    raise ValueError(f"invalid protobuf wire type {wire}")
+    raise ConfigError(f"invalid protobuf wire type {wire}")
 
 
 def _message(data: bytes, number: int) -> tuple[bytes, list[bytes]]:
@@ -212,7 +214,7 @@ def _any_value(value: Any) -> AnyValue:
         out = AnyValue()
         out.array_value.values.extend(_any_value(v) for v in value)
         return out
-    raise TypeError(f"attribute value {value!r} is not an OTel attribute type")
+    raise ConfigTypeError(f"attribute value {value!r} is not an OTel attribute type")
 
 
 def with_attributes(span: bytes, attributes: Mapping[str, Any]) -> bytes:
@@ -290,7 +292,7 @@ def _bounded_varint(data: bytes, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
-    raise ValueError("varint longer than 10 bytes")
+    raise ConfigError("varint longer than 10 bytes")
 
 
 def count_messages(
@@ -350,9 +352,9 @@ def count_messages(
                 else:
                     pos = _skip_scalar(data, pos, wire)
             if pos != end or groups:
-                raise ValueError("a field runs past the end of its message")
+                raise ConfigError("a field runs past the end of its message")
     except IndexError:
-        raise ValueError("truncated message") from None
+        raise ConfigError("truncated message") from None
     return messages, records, fields
 
 
@@ -364,7 +366,7 @@ def _group_field(data: bytes, pos: int, key: int, groups: list[int]) -> int:
         return pos
     if wire == 4:
         if not groups or groups.pop() != key >> 3:
-            raise ValueError("mismatched protobuf group end")
+            raise ConfigError("mismatched protobuf group end")
         return pos
     if wire == 2:
         size, pos = _bounded_varint(data, pos)
@@ -382,4 +384,4 @@ def _skip_scalar(data: bytes, pos: int, wire: int) -> int:
     if wire == 2:
         size, pos = _bounded_varint(data, pos)
         return pos + size
-    raise ValueError(f"invalid protobuf wire type {wire}")
+    raise ConfigError(f"invalid protobuf wire type {wire}")

@@ -18,6 +18,7 @@ from typing import Any
 
 from spanjudge._store.base import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import ConfigError
 
 STORE_URL_ENV = "SPANJUDGE_STORE_URL"
 DEFAULT_STORE_URL = "sqlite:///./spanjudge.db"
@@ -51,5 +52,5 @@ def open_store(url: str | None = None, **options: Any) -> SpanStore:
             path = path[1:]
         return SQLiteStore(path or ":memory:", **options)
     if "://" in url:
-        raise ValueError(f"unsupported store URL scheme: {url.split('://', 1)[0]!r}")
+        raise ConfigError(f"unsupported store URL scheme: {url.split('://', 1)[0]!r}")
     return SQLiteStore(url, **options)

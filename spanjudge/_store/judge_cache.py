@@ -17,6 +17,7 @@ from __future__ import annotations
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._store.columns import clean_text, record_from_json, record_to_json
 from spanjudge._store.sql_base import SqlCore
+from spanjudge.errors import ConfigError
 
 
 class JudgeCacheQueries(SqlCore):
@@ -37,7 +38,7 @@ class JudgeCacheQueries(SqlCore):
 
     def put_cached_result(self, cache_key: str, record: EvaluationRecord, *, now: float) -> None:
         if record.status != "scored":
-            raise ValueError(
+            raise ConfigError(
                 f"only scored results are cached; this one is {record.status!r} (key {cache_key})"
             )
         with self.transaction() as cur:

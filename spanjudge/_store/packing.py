@@ -18,6 +18,8 @@ import zlib
 
 import zstandard
 
+from spanjudge.errors import ConfigError
+
 # Zstandard's frame magic number (RFC 8878, 3.1.1), little-endian on the wire. No zlib stream
 # starts with it: zlib's first byte is 0x?8 (deflate), this one is 0x28 with a second byte that
 # fails zlib's header check.
@@ -52,8 +54,8 @@ def unpack(payload: bytes) -> bytes:
         try:
             return _contexts()[1].decompress(payload)
         except zstandard.ZstdError as exc:
-            raise ValueError(f"a damaged outbox payload: {exc}") from exc
+            raise ConfigError(f"a damaged outbox payload: {exc}") from exc
     try:
         return zlib.decompress(payload)
     except zlib.error as exc:
-        raise ValueError(f"an outbox payload neither Zstandard nor zlib: {exc}") from exc
+        raise ConfigError(f"an outbox payload neither Zstandard nor zlib: {exc}") from exc

@@ -16,6 +16,7 @@ from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._store.columns import record_from_json
 from spanjudge._store.models import EMIT_COLUMNS, Superseded, Unemitted
 from spanjudge._store.sql_base import SqlCore
+from spanjudge.errors import ConfigError
 
 
 class ResultQueries(SqlCore):
@@ -46,7 +47,7 @@ class ResultQueries(SqlCore):
     def mark_emitted(self, job_ids: Sequence[int], *, now: float, output: str = "span") -> None:
         column = EMIT_COLUMNS.get(output)
         if column is None:
-            raise ValueError(f"unknown output {output!r}; known: {', '.join(EMIT_COLUMNS)}")
+            raise ConfigError(f"unknown output {output!r}; known: {', '.join(EMIT_COLUMNS)}")
         self.update_each(
             (
                 f"UPDATE results SET {column} = ? WHERE job_id = ? AND {column} IS NULL",

@@ -31,6 +31,7 @@ from contextlib import contextmanager, suppress
 
 from spanjudge._store.models import StoreError
 from spanjudge._store.sql import Cursor, SqlStore
+from spanjudge.errors import ConfigError
 
 MEMORY = ":memory:"
 
@@ -69,7 +70,7 @@ class SQLiteStore(SqlStore):
         for name, value in self.pragmas.items():
             # Pragmas cannot take bound parameters: accept only plain names and values.
             if not _PRAGMA_NAME.fullmatch(name) or not _PRAGMA_VALUE.fullmatch(str(value)):
-                raise ValueError(f"unsupported SQLite pragma {name}={value!r}")
+                raise ConfigError(f"unsupported SQLite pragma {name}={value!r}")
         self._memory = self.path == MEMORY
         self._lock = threading.Lock()
         self._idle: list[tuple[sqlite3.Connection, Identity | None]] = []

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Literal
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._plan.consistent import (
     DEFAULT_PRECISION,
     MIN_PROBABILITY,
@@ -79,7 +80,7 @@ def percentage(rate: float) -> str:
         ('2', '33.333', '100')
     """
     if not 0.0 < rate <= 1.0:
-        raise ValueError(f"rate must be in (0, 1], got {rate!r}")
+        raise ConfigError(f"rate must be in (0, 1], got {rate!r}")
     want = threshold_for(max(rate, MIN_PROBABILITY), DEFAULT_PRECISION)
     for digits in range(1, 10):
         text = format(Decimal(f"{rate * 100:.{digits}g}"), "f")
@@ -163,9 +164,9 @@ def render(
     """The Collector configuration (YAML text with comments) for ``rules`` and the worker
     groups' OTLP/gRPC endpoints ``workers``."""
     if not workers or any(not w or ":" not in w or " " in w for w in workers):
-        raise ValueError(f"workers must be host:port endpoints, got {list(workers)!r}")
+        raise ConfigError(f"workers must be host:port endpoints, got {list(workers)!r}")
     if route_by not in ROUTE_BY:
-        raise ValueError(f"route_by must be one of {', '.join(ROUTE_BY)}, got {route_by!r}")
+        raise ConfigError(f"route_by must be one of {', '.join(ROUTE_BY)}, got {route_by!r}")
     sampler, sampler_names = _sampler_lines(rules)
     processors = ["memory_limiter", *sampler_names, "batch"]
     lines = [
@@ -240,7 +241,7 @@ def parse_workers(text: str | None) -> list[str]:
     for worker in workers:
         host, sep, port = worker.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ValueError(f"--workers: {worker!r} is not host:port")
+            raise ConfigError(f"--workers: {worker!r} is not host:port")
     if not workers:
-        raise ValueError("--workers: give at least one host:port")
+        raise ConfigError("--workers: give at least one host:port")
     return workers

@@ -120,14 +120,14 @@ def parse_since(text: str, *, now: float) -> float:
         try:
             amount = float(value[:-1])
         except ValueError:
-            raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+            raise ConfigError(f"--since {text!r}: {_SINCE_HELP}") from None
         if amount < 0:
-            raise ValueError(f"--since {text!r}: a duration cannot be negative")
+            raise ConfigError(f"--since {text!r}: a duration cannot be negative")
         return now - amount * _UNITS[value[-1]]
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"--since {text!r}: {_SINCE_HELP}") from None
+        raise ConfigError(f"--since {text!r}: {_SINCE_HELP}") from None
 
 
 def since_option_value(text: str | None) -> float | None:

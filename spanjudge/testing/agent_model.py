@@ -43,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
 
+from spanjudge.errors import ConfigError
+
 CREATED = 1_700_000_000  # a fixed time: recordings stay identical from one run to the next
 
 
@@ -103,7 +105,7 @@ class AgentScript:
                 for reply in item["replies"]
             ]
             if not replies:
-                raise ValueError(f"conversation {n} ({item.get('user')!r}) has no replies")
+                raise ConfigError(f"conversation {n} ({item.get('user')!r}) has no replies")
             conversations.append(
                 AgentConversation(
                     str(item["user"]), replies, item.get("system"), str(item.get("name") or n)
@@ -287,7 +289,7 @@ class AgentModelServer:
         try:
             request = json.loads(raw or b"{}")
             if not isinstance(request, dict):
-                raise ValueError("not an object")
+                raise ConfigError("not an object")
         except ValueError:
             self._send(
                 handler, 400, b'{"error": {"message": "body is not JSON"}}', "application/json"

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spanjudge.errors import ConfigError
 from spanjudge.testing import server_rules
 
 
@@ -133,7 +134,7 @@ class ScriptedJudgeServer:
         profile: str = "openai",
     ) -> None:
         if profile not in server_rules.PROFILES:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown profile {profile!r}; known: {', '.join(server_rules.PROFILES)}"
             )
         self.latency = latency

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spanjudge.errors import ConfigError, ConfigTypeError
 from spanjudge.evaluators._judge.deepeval_bridge.cases import to_deepeval_case
 from spanjudge.evaluators._judge.deepeval_bridge.model import Spend, measuring
 from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import (
@@ -143,13 +144,13 @@ class DeepEvalMetric:
     def __init__(self, metric: Any, *, name: str | None = None) -> None:
         kind = deepeval_kind(metric)
         if kind is None:
-            raise TypeError(
+            raise ConfigTypeError(
                 "DeepEvalMetric needs a deepeval BaseMetric or BaseConversationalMetric, "
                 f"got {type(metric).__name__}"
             )
         threshold = getattr(metric, "threshold", None)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise ValueError(
+            raise ConfigError(
                 f"deepeval metric {type(metric).__name__} has no numeric threshold "
                 f"(got {threshold!r}); give it one, e.g. threshold=0.5"
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spanjudge.errors import ConfigTypeError
 from spanjudge.evaluators._judge.judges.base import Judge
 from spanjudge.evaluators._judge.judges.custom import DeepEvalModelJudge
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
@@ -27,7 +28,7 @@ def resolve_judge(model: Any = None) -> Judge:
         getattr(model, "get_model_name", None)
     ):
         return DeepEvalModelJudge(model)
-    raise TypeError(
+    raise ConfigTypeError(
         "model must be a litellm model string, a Judge, or an object with deepeval's "
         f"custom-model interface (generate, a_generate, get_model_name); got {type(model).__name__}"
     )

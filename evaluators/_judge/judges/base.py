@@ -38,6 +38,7 @@ from tenacity import (
 
 # the judge errors live in the tree of spanjudge.errors; re-exported here, where the judges
 # package and older code import them from
+from spanjudge.errors import ConfigError
 from spanjudge.errors import JudgeConnectionError as JudgeConnectionError
 from spanjudge.errors import JudgeError as JudgeError
 from spanjudge.errors import JudgeRateLimitError as JudgeRateLimitError
@@ -155,7 +156,7 @@ class Judge(ABC):
         max_backoff: float = 20.0,
     ) -> None:
         if max_output_attempts < 1 or max_retries < 0 or max_concurrency < 1:
-            raise ValueError(
+            raise ConfigError(
                 "max_output_attempts and max_concurrency must be >= 1, max_retries >= 0"
             )
         self.max_retries = max_retries

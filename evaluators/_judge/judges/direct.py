@@ -43,7 +43,7 @@ import pydantic_core
 if TYPE_CHECKING:
     import aiohttp
 
-from spanjudge.errors import SpanjudgeError
+from spanjudge.errors import ConfigError, SpanjudgeError
 from spanjudge.evaluators._judge.judges.base import (
     JudgeConnectionError,
     JudgeError,
@@ -253,7 +253,7 @@ def choose_direct(judge: Any, load_litellm: Callable[[], Any]) -> DirectTranspor
     options = set(judge._kwargs)
     unknown = sorted(options - _CALL_KEYS - BODY_OPTIONS - {"extra_headers"})
     if judge.transport == "direct" and unknown:
-        raise ValueError(
+        raise ConfigError(
             f"transport='direct' cannot send {', '.join(unknown)}; use transport='litellm'"
         )
     if judge.transport == "auto" and (

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.judges.base import (
     Completion,
     Judge,
@@ -142,22 +143,26 @@ class LiteLLMJudge(Judge):
             max_backoff=max_backoff,
         )
         if not isinstance(model, str) or not model:
-            raise ValueError("LiteLLMJudge(model=...) needs a litellm model string")
+            raise ConfigError("LiteLLMJudge(model=...) needs a litellm model string")
         self.model_name = model
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(
+                f"LiteLLMJudge(timeout=...) must be a positive number, got {timeout!r}"
+            )
         self.timeout = timeout
         if max_output_tokens is not None and max_output_tokens < 1:
-            raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens!r}")
+            raise ConfigError(f"max_output_tokens must be >= 1, got {max_output_tokens!r}")
         self.max_output_tokens = max_output_tokens
         transport = transport or DEFAULT_TRANSPORT
         if transport not in ("auto", "litellm", "direct"):
-            raise ValueError(f"transport must be auto, litellm or direct, got {transport!r}")
+            raise ConfigError(f"transport must be auto, litellm or direct, got {transport!r}")
         self.transport = transport
         self._direct: Any = None  # DirectTransport, or False once the litellm path is chosen
         self.structured_output = pick_form(structured_output)
         if api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
-                raise ValueError(
+                raise ConfigError(
                     f"api_key_env={api_key_env!r}: that environment variable is not set or empty"
                 )
             litellm_kwargs["api_key"] = key

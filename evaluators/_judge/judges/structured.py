@@ -36,6 +36,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
+from spanjudge.errors import ConfigError
+
 Form = Literal["json_schema", "json_object", "tools", "prompt"]
 FORMS: tuple[Form, ...] = get_args(Form)
 # the setting (judge_structured_output, structured_output=): negotiate, or pin one form
@@ -63,7 +65,7 @@ def pick_form(structured_output: str | bool | None) -> str:
         return "prompt"
     value = str(structured_output).strip().lower()
     if value not in STRUCTURED_OUTPUT_CHOICES:
-        raise ValueError(
+        raise ConfigError(
             f"structured_output must be one of {', '.join(STRUCTURED_OUTPUT_CHOICES)}, "
             f"got {structured_output!r}"
         )
@@ -101,7 +103,7 @@ def request_fields(form: str, schema: type[BaseModel]) -> dict[str, Any]:
             ],
             "tool_choice": {"type": "function", "function": {"name": name}},
         }
-    raise ValueError(f"unknown structured-output form {form!r}")
+    raise ConfigError(f"unknown structured-output form {form!r}")
 
 
 def _status(exc: BaseException) -> int | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
+from spanjudge.errors import ConfigError
 from spanjudge.errors import MetricError as MetricError
 from spanjudge.errors import MissingFieldError as MissingFieldError
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
@@ -108,7 +109,7 @@ class BaseMetric(ABC):
         verbose_mode: bool = False,
     ) -> None:
         if not 0.0 <= float(threshold) <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {threshold!r}")
+            raise ConfigError(f"threshold must be between 0 and 1, got {threshold!r}")
         self._threshold_arg = float(threshold)
         self.strict_mode = strict_mode
         # strict mode is binary: perfection passes, anything else fails

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.geval_params import (
     SINGLE_TURN,
@@ -63,7 +64,7 @@ class GEvalSteps(BaseModel):
         # the prompt numbers the steps itself: "1. Read..." from the judge would read "1. 1. Read"
         cleaned = [_ENUMERATION.sub("", step).strip() for step in steps]
         if any(not step for step in cleaned):
-            raise ValueError("every step must be a non-empty instruction")
+            raise ConfigError("every step must be a non-empty instruction")
         return cleaned
 
 

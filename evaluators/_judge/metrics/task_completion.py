@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.agent_metric import AgentMetric
 from spanjudge.evaluators._judge.metrics.agent_schemas import TaskCompletionVerdict
 from spanjudge.evaluators._judge.metrics.agent_text import (
@@ -100,7 +101,7 @@ class TaskCompletionMetric(AgentMetric):
         evaluation_template: type[TaskCompletionTemplate] = TaskCompletionTemplate,
     ) -> None:
         if task is not None and not str(task).strip():
-            raise ValueError("task must be a non-empty string or None (None: read from the case)")
+            raise ConfigError("task must be a non-empty string or None (None: read from the case)")
         self._given_task = task
         super().__init__(
             threshold,

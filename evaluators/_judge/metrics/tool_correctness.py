@@ -24,6 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.agent_metric import AgentMetric
 from spanjudge.evaluators._judge.metrics.agent_schemas import (
     ToolSelectionVerdict,
@@ -222,11 +223,11 @@ def _tool(value: Any, key: str) -> ToolCall:
         try:
             return ToolCall(**value)
         except Exception as exc:
-            raise ValueError(f"{key}: {value!r} is not a tool: {exc}") from None
+            raise ConfigError(f"{key}: {value!r} is not a tool: {exc}") from None
     name = getattr(value, "name", None)  # a deepeval ToolCall
     if isinstance(name, str) and name.strip():
         return ToolCall(name=name, description=getattr(value, "description", None))
-    raise ValueError(f"{key}: expected ToolCall objects, names or tables, got {value!r}")
+    raise ConfigError(f"{key}: expected ToolCall objects, names or tables, got {value!r}")
 
 
 def _called(case: LLMTestCase, view: AgentView) -> list[ToolCall]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.test_case import ToolCall
 
 __all__ = ["EVALUATION_PARAMS", "describe_expected", "evaluation_params", "score_expected"]
@@ -35,7 +36,7 @@ def evaluation_params(params: Sequence[Any]) -> tuple[str, ...]:
     for param in params or ():
         value = str(getattr(param, "value", param))
         if value not in EVALUATION_PARAMS:
-            raise ValueError(
+            raise ConfigError(
                 f"evaluation_params: unknown value {value!r} (allowed: "
                 f"{', '.join(EVALUATION_PARAMS)})"
             )

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.schemas import Reason
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, Turn
@@ -187,7 +188,7 @@ class TopicAdherenceMetric(BaseMetric):
     ) -> None:
         topics = [t for t in (relevant_topics or []) if str(t).strip()]
         if not topics:
-            raise ValueError(
+            raise ConfigError(
                 "TopicAdherenceMetric needs relevant_topics: a non-empty list of topics"
             )
         self.relevant_topics = list(topics)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from spanjudge.errors import MetricError, MissingFieldError
+from spanjudge.errors import ConfigError, MetricError, MissingFieldError
 from spanjudge.evaluators._judge.metrics.base import EVALUATION_ERROR, MISSING_FIELD, run_sync
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
 from spanjudge.evaluators._judge.test_case import LLMTestCase
@@ -147,7 +147,7 @@ class TrajectoryCheck:
 
 def _count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -202,7 +202,7 @@ class RepeatedCallCheck(TrajectoryCheck):
     def __init__(self, max_repeats: int = 3, model: Any = None) -> None:
         self.max_repeats = _count(max_repeats, "max_repeats")
         if self.max_repeats < 2:
-            raise ValueError(f"max_repeats must be at least 2, got {max_repeats!r}")
+            raise ConfigError(f"max_repeats must be at least 2, got {max_repeats!r}")
         super().__init__()
 
     def _config(self) -> dict[str, Any]:
@@ -260,7 +260,7 @@ class StepLimitCheck(TrajectoryCheck):
     def __init__(self, max_steps: int = 25, kind: str | None = None, model: Any = None) -> None:
         self.max_steps = _count(max_steps, "max_steps")
         if kind is not None and kind not in self.KINDS:
-            raise ValueError(f"kind must be one of {', '.join(self.KINDS)} or None, got {kind!r}")
+            raise ConfigError(f"kind must be one of {', '.join(self.KINDS)} or None, got {kind!r}")
         self.kind = kind
         super().__init__()
 
