@@ -45,6 +45,7 @@ from pydantic_settings import (
 from spanjudge._core.kinds import OUTPUTS, Output
 from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError as ConfigError
+from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number
 from spanjudge.rule_settings import RuleConfig as RuleConfig
@@ -166,7 +167,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         "rest are folded into 'other' (Prometheus series stay bounded).",
     )
     judge_model: JudgeModel = Field(
-        default="gpt-4o", description="The judge: any litellm model name."
+        default=DEFAULT_MODEL, description="The judge: any litellm model name."
     )
     judge_timeout: Number = Field(
         default=60.0, gt=0, le=3600, description="Seconds one judge call may take."

@@ -46,6 +46,7 @@ from spanjudge.evaluators._review.regressions import (
     Comparison,
     compare_segments,
 )
+from spanjudge.settings import WorkerSettings
 
 __all__ = ["METRICS", "NumbersConfig", "NumbersWatch", "watch_numbers"]
 
@@ -64,18 +65,24 @@ Rows = list[tuple[float, dict[str, str]]]
 Sums = Mapping[tuple[str, str, str], SegmentSums]
 
 
+def _setting(name: str) -> Any:
+    """The default of the worker setting ``name``."""
+    return WorkerSettings.model_fields[name].default
+
+
 @dataclass(frozen=True)
 class NumbersConfig:
     """What the worker's numbers cover; each field is a worker setting of the same name."""
 
-    interval_keys: tuple[str, ...] = ("service.version",)
-    interval_window_seconds: float = 86400.0
-    segment_cap: int = 10
-    regression_key: str | None = None  # None: no regression check
+    # the defaults are the worker settings' own (spanjudge/settings.py), never spelt again here
+    interval_keys: tuple[str, ...] = _setting("interval_keys")
+    interval_window_seconds: float = _setting("interval_window_seconds")
+    segment_cap: int = _setting("segment_cap")
+    regression_key: str | None = None  # None: no regression check (the settings' baseline table)
     regression_baseline: str = PREVIOUS  # a value of regression_key, or "previous"
-    regression_window_seconds: float = 7 * 86400.0
-    regression_alpha: float = 0.05
-    interval_refresh_seconds: float = 60.0
+    regression_window_seconds: float = _setting("regression_window_seconds")
+    regression_alpha: float = _setting("regression_alpha")
+    interval_refresh_seconds: float = _setting("interval_refresh_seconds")
 
     @classmethod
     def from_settings(cls, settings: Any) -> NumbersConfig:

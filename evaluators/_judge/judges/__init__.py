@@ -12,9 +12,7 @@ from typing import Any
 from spanjudge.errors import ConfigTypeError
 from spanjudge.evaluators._judge.judges.base import Judge
 from spanjudge.evaluators._judge.judges.custom import DeepEvalModelJudge
-from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
-
-DEFAULT_MODEL = "gpt-4o"
+from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL, LiteLLMJudge
 
 
 def resolve_judge(model: Any = None) -> Judge:

@@ -93,6 +93,11 @@ def _redact(text: str, secrets: list[str]) -> str:
     return text
 
 
+# The default judge, here once: resolve_judge(None), LiteLLMJudge() and the worker's
+# `judge_model` setting (spanjudge/settings.py) all read it.
+DEFAULT_MODEL = "gpt-4o"
+
+
 class LiteLLMJudge(Judge):
     """A judge calling ``litellm.completion`` / ``acompletion``.
 
@@ -121,7 +126,7 @@ class LiteLLMJudge(Judge):
 
     def __init__(
         self,
-        model: str = "gpt-4o",
+        model: str = DEFAULT_MODEL,
         *,
         timeout: float = 60.0,
         max_retries: int = 4,
