@@ -84,7 +84,7 @@ def log_to_event(record: ReadableLogRecord, event_name: str) -> LogEvent:
     )
 
 
-class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str]], LogRecordExporter):
+class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str], LogEvent], LogRecordExporter):
     """Writes the app's GenAI content log records to an :class:`EventLog` from a background
     thread, through a bounded queue: the in-process twin of the receiver's ``/v1/logs``.
 
@@ -157,17 +157,14 @@ class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str]], LogRecordExpo
             return LogRecordExportResult.FAILURE
         return LogRecordExportResult.SUCCESS
 
-    def _write(self, batch: list[tuple[ReadableLogRecord, str]]) -> None:
-        events: list[LogEvent] = []
-        invalid = 0
-        for record, name in batch:
-            try:
-                events.append(log_to_event(record, name))
-            except Exception:
-                invalid += 1
-        self._worker.drop(INVALID_LOG, invalid)
-        if events:
-            self._stored(len(events), lambda now: self.store.write_logs(events, now=now), "logs")
+    _invalid_reason = INVALID_LOG
+    _what = "logs"
+
+    def _convert(self, item: tuple[ReadableLogRecord, str]) -> LogEvent:
+        return log_to_event(*item)
+
+    def _write_rows(self, rows: list[LogEvent], now: float) -> None:
+        self.store.write_logs(rows, now=now)
 
 
 class _StoreLogProcessor(SimpleLogRecordProcessor):

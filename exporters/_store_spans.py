@@ -46,10 +46,11 @@ DROP_REASONS: tuple[str, ...] = names.EXPORTER_DROP_REASONS
 _WARN_EVERY = 30.0
 
 
-T = TypeVar("T")
+T = TypeVar("T")  # what the app hands over
+R = TypeVar("R")  # what the store takes
 
 
-class StoreWriter(Generic[T]):
+class StoreWriter(Generic[T, R]):
     """What both store exporters share: the batch worker, the counters, rate-limited warnings
     and the guarded hand-off from the app's thread."""
 
@@ -134,8 +135,28 @@ class StoreWriter(Generic[T]):
         self._worker.shutdown(timeout_millis / 1000)
 
     # ---------------------------------------------------------------- writer thread
-    def _write(self, batch: list[T]) -> None:  # convert, then _stored(); in each subclass
+    # what each exporter says: how one queued item becomes a stored row (raising on an item
+    # that cannot), the drop reason for those, how a batch of rows is written, and their name
+    _invalid_reason: str
+    _what: str
+
+    def _convert(self, item: T) -> R:
         raise NotImplementedError
+
+    def _write_rows(self, rows: list[R], now: float) -> None:
+        raise NotImplementedError
+
+    def _write(self, batch: list[T]) -> None:
+        rows: list[R] = []
+        invalid = 0
+        for item in batch:
+            try:
+                rows.append(self._convert(item))
+            except Exception:  # one bad item costs itself, never its batch
+                invalid += 1
+        self._worker.drop(self._invalid_reason, invalid)
+        if rows:
+            self._stored(len(rows), lambda now: self._write_rows(rows, now), self._what)
 
     def _stored(self, count: int, write: Callable[[float], None], what: str) -> None:
         try:
@@ -152,7 +173,7 @@ class StoreWriter(Generic[T]):
                 logger.debug("store exporter counter hook failed", exc_info=True)
 
 
-class StoreSpanExporter(StoreWriter[ReadableSpan], SpanExporter):
+class StoreSpanExporter(StoreWriter[ReadableSpan, SpanRecord], SpanExporter):
     """Writes spans to a :class:`SpanStore` from a background thread, through a bounded queue.
 
     - ``max_queue_spans``: spans waiting beyond this are dropped (``queue_full``);
@@ -205,19 +226,14 @@ class StoreSpanExporter(StoreWriter[ReadableSpan], SpanExporter):
             return SpanExportResult.SUCCESS
         return SpanExportResult.FAILURE
 
-    def _write(self, batch: list[ReadableSpan]) -> None:
-        records: list[SpanRecord] = []
-        invalid = 0
-        for span in batch:
-            try:
-                records.append(span_to_record(span))
-            except Exception:
-                invalid += 1
-        self._worker.drop(INVALID_SPAN, invalid)
-        if records:
-            self._stored(
-                len(records), lambda now: self.store.write_spans(records, now=now), "spans"
-            )
+    _invalid_reason = INVALID_SPAN
+    _what = "spans"
+
+    def _convert(self, item: ReadableSpan) -> SpanRecord:
+        return span_to_record(item)
+
+    def _write_rows(self, rows: list[SpanRecord], now: float) -> None:
+        self.store.write_spans(rows, now=now)
 
 
 def store_span_processor(store: SpanLog, **kwargs: Any) -> SpanProcessor:
