@@ -77,7 +77,7 @@ ERROR_TYPE: Final = "error.type"
 
 # Where instrumentations put the conversation (session) id, in the order they are read. The store
 # indexes spans by the first one present, so a conversation is found whoever traced it; the span
-# dialects (evaluators/online/rebuild/dialects) read the same keys.
+# dialects (evaluators/_rebuild/dialects) read the same keys.
 SESSION_ID: Final = "session.id"  # OpenInference
 TRACELOOP_SESSION_ID: Final = "traceloop.association.properties.session_id"  # OpenLLMetry
 TRACELOOP_CONVERSATION_ID: Final = "traceloop.association.properties.conversation_id"
