@@ -135,7 +135,7 @@ def metric_pairs(judge: Any, model: Any) -> list[tuple[str, str, str, Any, Any]]
     bridge's default when the metric was given none), its one selection call."""
     from deepeval import metrics as de
 
-    from spanjudge.evaluators._judge import metrics as ours
+    import spanjudge as ours
 
     return [
         ("task_completion", "turn", "turn", ours.TaskCompletionMetric(model=judge),
