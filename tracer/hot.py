@@ -1,14 +1,16 @@
 """The per-call fast path of ``@observe``: start attributes and output for the common shapes.
 
-A call whose input is a plain string (or, for tools and chains, positional arguments that are
-strings, ints, bools or ``None``) and whose result is as simple, under a capture policy that
-neither masks nor redacts, needs none of the general capture machinery: its JSON is a few string
-concatenations, and it fits the size limit, so nothing is cut. :func:`start_builder` and
-:func:`end_writer` make, once per decorated function, the two closures that record such calls
-with as few Python calls as possible. Each returns "not handled" (``None`` / ``False``) for any
-other call, which then takes the general path in :mod:`spanjudge.tracer.plan`; both paths record
-the same attributes byte for byte (``tests/tracer/test_golden.py`` pins fixed scenarios,
-``tests/tracer/test_two_paths.py`` compares the two on drawn arguments, results and size limits).
+A call whose input is a plain string (or, for tools and chains, arguments, positional or by
+keyword, that are strings, ints, bools or ``None``) and whose result is as simple, under a capture
+policy that neither masks nor redacts, needs none of the general capture machinery: its JSON is a
+few string concatenations, and it fits the size limit, so nothing is cut (inside a
+``conversation()`` block the start attributes also carry its ids, as on the general path).
+:func:`start_builder` and :func:`end_writer` make, once per decorated function, the two closures
+that record such calls with as few Python calls as possible. Each returns "not handled" (``None``
+/ ``False``) for any other call, which then takes the general path in
+:mod:`spanjudge.tracer.plan`; both paths record the same attributes byte for byte
+(``tests/tracer/test_golden.py`` pins fixed scenarios, ``tests/tracer/test_two_paths.py``
+compares the two on drawn arguments, results and size limits).
 
 Why a second copy of what the general path computes: it pays for itself. ``@observe`` overhead
 over a raw span (``benchmarks/overhead.py``, ``ratios.batch.<kind>.observe_over_raw_otel``), with
@@ -32,11 +34,14 @@ from typing import Any
 
 from spanjudge.tracer import attributes as attrs
 from spanjudge.tracer import capture, messages
+from spanjudge.tracer.context import CONVERSATION
 
 StartBuilder = Callable[[tuple[Any, ...], dict[str, Any]], "dict[str, Any] | None"]
 EndWriter = Callable[[Any, Any], bool]
 
 _POLICY = capture.POLICY  # the one policy object: set_policy() changes it in place
+# Bound once: a method looked up on the context variable per call is not cached by CPython 3.11.
+_conversation = CONVERSATION.get
 _scalar = capture.scalar_json
 _valid = capture.valid_text
 # Fresh tool call ids, "call_" + 16 hex digits, from a generator of our own: the app's
@@ -90,17 +95,25 @@ def start_builder(
     tool_call_id: str | None,
     tool_call_id_arg: Where | None,
 ) -> StartBuilder | None:
-    """The closure giving a call's start attributes (static ones plus its input), or ``None``
-    when this function has no fast path (its calls then always take the general one)."""
+    """The closure giving a call's start attributes (static ones, the enclosing
+    ``conversation()``'s ids, then its input), or ``None`` when this function has no fast path
+    (its calls then always take the general one). Only for a function whose arguments cannot
+    change its span name or start set (``Plan.fixed``)."""
     if kind == "tool" and tool_call_id_arg is not None:
         return None  # the call id is an argument: rare, general path
     if not capture_input:
         if kind != "tool":
-            return lambda args, kwargs: static
+
+            def static_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+                conv = _conversation()
+                return static if conv is None else _in_conversation(static, conv)
+
+            return static_only
         fixed_id = str(tool_call_id) if tool_call_id else None
 
         def tool_id_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-            out = static.copy()
+            conv = _conversation()
+            out = static.copy() if conv is None else _in_conversation(static, conv)
             out[attrs.GEN_AI_TOOL_CALL_ID] = fixed_id or new_call_id()
             return out
 
@@ -110,6 +123,16 @@ def start_builder(
             return None
         return _text_start(kind, static, input_arg)
     return _arguments_start(kind, static, names, skip, tool_call_id)
+
+
+def _in_conversation(static: dict[str, Any], conv: tuple[str, str | None]) -> dict[str, Any]:
+    """The static attributes and the ids of the enclosing ``conversation()``, in the general
+    path's order (``Plan.start_attributes``)."""
+    out = static.copy()
+    out[attrs.GEN_AI_CONVERSATION_ID] = conv[0]
+    if conv[1] is not None:
+        out[attrs.SPANJUDGE_USER_ID] = conv[1]
+    return out
 
 
 def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder:
@@ -136,7 +159,8 @@ def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder
             text = f"{_USER_OPEN}{encode_basestring(text)}{_USER_CLOSE}"  # one join, not two +
         if len(text) > _POLICY.plain_limit:
             return None
-        out = static.copy()
+        conv = _conversation()
+        out = static.copy() if conv is None else _in_conversation(static, conv)
         out[key] = text
         return out
 
@@ -146,7 +170,8 @@ def _text_start(kind: str, static: dict[str, Any], where: Where) -> StartBuilder
 def _arguments_start(
     kind: str, static: dict[str, Any], names: list[str], skip: int, tool_call_id: str | None
 ) -> StartBuilder:
-    """Tools and chains: the positional arguments as a JSON object (``Plan.bound``'s keys)."""
+    """Tools and chains: the arguments as a JSON object (``Plan.bound``'s keys and order: the
+    positional ones by parameter name, then the keyword ones as given)."""
     # what goes before each positional argument's JSON, by position ("self"/"cls" never written)
     openers = tuple(
         ("{" if i == skip else ",") + encode_basestring(name) + ":" for i, name in enumerate(names)
@@ -156,11 +181,34 @@ def _arguments_start(
     id_key = attrs.GEN_AI_TOOL_CALL_ID if kind == "tool" else None
     key = attrs.GEN_AI_TOOL_CALL_ARGUMENTS if kind == "tool" else attrs.SPANJUDGE_INPUT
 
+    def with_keywords(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The JSON of a call with keyword arguments (after any positional ones)."""
+        pieces = []
+        for i in range(skip, len(args)):
+            arg = args[i]
+            text = encode_basestring(arg) if type(arg) is str else _scalar(arg)
+            if text is None:
+                return None
+            pieces.append(openers[i] + text)
+        given = names[skip : len(args)]
+        for name, arg in kwargs.items():
+            if type(name) is not str or name in given:
+                return None  # a value given twice (fn raises TypeError): the general path
+            text = encode_basestring(arg) if type(arg) is str else _scalar(arg)
+            if text is None:
+                return None
+            pieces.append(("," if pieces else "{") + encode_basestring(name) + ":" + text)
+        return "".join(pieces) + "}" if pieces else "{}"
+
     def arguments_start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         count = len(args)
-        if kwargs or count > most:
-            return None
-        if count == skip + 1:  # one argument: the common call
+        if count > most:
+            return None  # extra positional arguments (recorded under *args): general path
+        if kwargs:
+            json = with_keywords(args, kwargs)
+            if json is None:
+                return None
+        elif count == skip + 1:  # one argument: the common call
             arg = args[skip]
             text = encode_basestring(arg) if type(arg) is str else _scalar(arg)
             if text is None:
@@ -179,7 +227,8 @@ def _arguments_start(
             json = "".join(pieces) + "}"
         if len(json) > _POLICY.plain_limit:
             return None
-        out = static.copy()
+        conv = _conversation()
+        out = static.copy() if conv is None else _in_conversation(static, conv)
         if id_key is not None:
             if fixed_id:
                 out[id_key] = fixed_id
