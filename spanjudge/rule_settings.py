@@ -1,6 +1,6 @@
 """One rule as written in the worker's file (the ``[[rules]]`` tables of
 :mod:`spanjudge.settings`); :mod:`spanjudge.worker.rule_config` builds the
-:class:`~spanjudge.evaluators.online.Rule` from it."""
+:class:`~spanjudge.Rule` from it."""
 
 from __future__ import annotations
 

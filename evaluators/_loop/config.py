@@ -1,7 +1,7 @@
 """How the online loop runs: each setting declared once, with its default, bounds and meaning.
 
 :class:`LoopSettings` holds the declarations. :class:`MonitorConfig` (the settings object of
-:class:`~spanjudge.evaluators.online.Monitor` and ``spanjudge.monitor()``) is exactly those
+:class:`~spanjudge.Monitor` and ``spanjudge.monitor()``) is exactly those
 fields, frozen; the worker's :class:`~spanjudge.settings.WorkerSettings` inherits the same
 fields and adds its own, so a file, ``SPANJUDGE_*`` variables and keyword arguments all meet
 the same defaults and the same checks (``docs/reference/settings.md`` is generated from them).
@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from spanjudge._core.checked_model import CheckedModel, error_lines
+from spanjudge._core.checked_model import CheckedModel
 from spanjudge.errors import ConfigError
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "MonitorConfig",
     "Number",
     "RegressionBaseline",
-    "error_lines",
 ]
 
 

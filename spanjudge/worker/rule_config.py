@@ -1,5 +1,5 @@
 """Rules from the worker's settings: ``[[rules]]`` entries and ``rules_entrypoint`` become
-:class:`~spanjudge.evaluators.online.Rule` objects; every error names the setting."""
+:class:`~spanjudge.Rule` objects; every error names the setting."""
 
 from __future__ import annotations
 

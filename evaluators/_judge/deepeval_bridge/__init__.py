@@ -7,7 +7,7 @@ them, never when ``spanjudge.evaluators`` is imported):
   (``DeepEvalBaseLLM``), so a deepeval metric's judge calls go through our retries, JSON
   repair, concurrency slots and usage accounting;
 * :class:`DeepEvalMetric` gives any deepeval ``BaseMetric`` / ``BaseConversationalMetric`` the
-  shape of our metrics. :class:`~spanjudge.evaluators.online.Rule` wraps one automatically, so
+  shape of our metrics. :class:`~spanjudge.Rule` wraps one automatically, so
   it runs in the online loop like ours: sampling, budgets, leases, exactly-once delivery;
 * :func:`trace_dict` turns the trajectory read from an agent's spans into the trace deepeval's
   agent metrics read (``TaskCompletionMetric``, ``StepEfficiencyMetric``, the plan metrics);
