@@ -43,6 +43,7 @@ from pydantic_settings import (
 )
 
 from spanjudge._core.kinds import OUTPUTS, Output
+from spanjudge._receive.limits import MAX_BODY_BYTES, MAX_DECOMPRESSED_BYTES
 from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError as ConfigError
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
@@ -109,10 +110,12 @@ class WorkerSettings(LoopSettings, BaseSettings):
         description="Serve a non-loopback receiver_host without bearer_token: anyone may write.",
     )
     max_body_bytes: int = Field(
-        default=8 * 2**20, gt=0, description="Largest request body accepted."
+        default=MAX_BODY_BYTES, gt=0, description="Largest request body accepted."
     )
     max_decompressed_bytes: int = Field(
-        default=64 * 2**20, gt=0, description="Largest request body once decompressed."
+        default=MAX_DECOMPRESSED_BYTES,
+        gt=0,
+        description="Largest request body once decompressed.",
     )
     max_pending_spans: int = Field(
         default=50_000,

@@ -39,7 +39,25 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanjudge._core.otlp_wire import MessageTree, count_messages
 
-__all__ = ["DEFAULT_LIMITS", "LOGS", "TRACES", "Bound", "DecodeLimits", "RequestShape", "bound_for"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "LOGS",
+    "MAX_BODY_BYTES",
+    "MAX_DECOMPRESSED_BYTES",
+    "TRACES",
+    "Bound",
+    "DecodeLimits",
+    "RequestShape",
+    "bound_for",
+]
+
+# The receiver's size limits, spelt once: the worker settings ``max_body_bytes`` and
+# ``max_decompressed_bytes`` take these as their defaults (spanjudge/settings.py sits above this
+# package, so the value lives here and the settings model names it).
+MAX_BODY_BYTES = 8 * 2**20
+"""Largest request body accepted, on the wire."""
+MAX_DECOMPRESSED_BYTES = 64 * 2**20
+"""Largest request body once inflated."""
 
 _CHUNK = 2**20  # bytes counted at a time: a bounded copy, and an early stop
 

@@ -66,7 +66,12 @@ from spanjudge._receive.http import (
     retry_after_header,
     store_failed,
 )
-from spanjudge._receive.limits import DEFAULT_LIMITS, DecodeLimits
+from spanjudge._receive.limits import (
+    DEFAULT_LIMITS,
+    MAX_BODY_BYTES,
+    MAX_DECOMPRESSED_BYTES,
+    DecodeLimits,
+)
 from spanjudge._receive.logs import decode_logs
 from spanjudge._receive.serving import BackgroundServer, serve_receiver
 
@@ -195,8 +200,8 @@ def create_receiver_app(
     sink: Sink,
     log_sink: LogSink | None = None,
     bearer_token: str | None = None,
-    max_body_bytes: int = 8 * 2**20,
-    max_decompressed_bytes: int = 64 * 2**20,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
     ready: Callable[[], bool] | None = None,
     backpressure: Callable[[], float | None] | None = None,
     telemetry: Telemetry | None = None,
