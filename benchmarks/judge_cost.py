@@ -407,7 +407,7 @@ def case_spans(case: LLMTestCase, number: int) -> list[Any]:
     """One trace per case, as our tracer writes it: an agent turn, its retrieval (when the case
     has a context) and the LLM call that answered."""
     from spanjudge._core.span_record import SpanRecord
-    from spanjudge.tracer import attributes as attrs
+    from spanjudge.tracer import _attributes as attrs
 
     trace_id = f"{number + 1:032x}"
     base = 1_000_000 * (number + 1)

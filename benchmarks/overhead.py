@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_DIR = HERE / "peers"
 GOAL_RATIO = 1.3
-# Every kind @observe has (spanjudge.tracer.attributes.KINDS); run_spanjudge.py times each.
+# Every kind @observe has (spanjudge.tracer._attributes.KINDS); run_spanjudge.py times each.
 OBSERVE_KINDS = ("agent", "llm", "retriever", "tool", "chain")
 
 # name -> (runner script, extra args, venv name under bench-envs or None for this interpreter)

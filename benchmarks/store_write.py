@@ -29,7 +29,7 @@ from spanjudge._store.base import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.exporters._convert import span_to_record
 from spanjudge.exporters._store_spans import StoreSpanExporter
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 GOAL_SPANS_PER_SECOND = 20_000
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spanjudge.tracer import capture
+from spanjudge.tracer import _capture as capture
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor

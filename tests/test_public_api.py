@@ -267,7 +267,7 @@ def test_each_mistake_changes_the_correct_script_in_one_place() -> None:
         assert CORRECT.count(fragment) == 1, fragment
 
 
-PROBE = "spanjudge.tracer.observe"
+PROBE = "spanjudge.tracer._observe"
 
 
 def test_the_editable_install_is_a_path_entry_type_checkers_follow(tmp_path: Path) -> None:
@@ -278,13 +278,13 @@ def test_the_editable_install_is_a_path_entry_type_checkers_follow(tmp_path: Pat
         [sys.executable, "-c", f"import sys, {PROBE}; print(sys.modules[{PROBE!r}].__file__)"],
         cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     ).stdout.strip()  # fmt: skip
-    assert Path(where).resolve() == (ROOT / "tracer" / "observe.py").resolve(), where
+    assert Path(where).resolve() == (ROOT / "tracer" / "_observe.py").resolve(), where
     pth = [p for p in Path(sysconfig.get_paths()["purelib"]).glob("__editable__*spanjudge*.pth")]
     assert pth, "no editable .pth for spanjudge: install with pip install -e ."
     lines = pth[0].read_text(encoding="utf-8").split()
     assert [Path(line).resolve() for line in lines] == [(ROOT / "src").resolve()], lines
     (tmp_path / "probe.py").write_text(
-        "from spanjudge.tracer.observe import observe\n"
+        "from spanjudge.tracer._observe import observe\n"
         "from spanjudge._store.base import SpanStore\n"
         "reveal_type(observe)\nreveal_type(SpanStore)\n"
     )

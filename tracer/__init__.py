@@ -10,10 +10,10 @@ Imports only OpenTelemetry and the standard library: this package sits on every 
 3
 """
 
-from spanjudge.tracer.attributes import Kind
-from spanjudge.tracer.capture import CapturePolicy, set_policy
-from spanjudge.tracer.context import SpanHandle, conversation, current_span
-from spanjudge.tracer.observe import observe
+from spanjudge.tracer._attributes import Kind
+from spanjudge.tracer._capture import CapturePolicy, set_policy
+from spanjudge.tracer._context import SpanHandle, conversation, current_span
+from spanjudge.tracer._observe import observe
 
 __all__ = [
     "CapturePolicy",

@@ -33,7 +33,7 @@ def _flags(parser: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> _harness.Setup:
     from opentelemetry import trace
 
-    from spanjudge.tracer import attributes as attrs
+    from spanjudge.tracer import _attributes as attrs
 
     info: dict[str, Any] = {
         "tracer": "spanjudge @observe",
@@ -102,7 +102,7 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     errors: dict[str, str] = {}
     try:
         from spanjudge import observe
-        from spanjudge.tracer.attributes import KINDS
+        from spanjudge.tracer._attributes import KINDS
 
         for kind in KINDS:  # every kind the decorator has
             variants[f"observe_{kind}"] = observe(kind=kind)(_harness.trivial)

@@ -1,6 +1,6 @@
 """The queries and links of the spanjudge dashboard, as plain strings: PromQL over the series
 and labels of :mod:`spanjudge._core.metric_names`, TraceQL over the span attributes of
-:mod:`spanjudge.tracer.attributes`, LogQL over the same attributes as Loki stores them on the
+:mod:`spanjudge.tracer._attributes`, LogQL over the same attributes as Loki stores them on the
 ``gen_ai.evaluation.result`` events. ``generate.py`` beside this file puts them on panels.
 
 Example::
@@ -18,7 +18,7 @@ from urllib.parse import quote
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 from spanjudge._core import metric_names as mn
-from spanjudge.tracer import attributes as attr
+from spanjudge.tracer import _attributes as attr
 from spanjudge.worker import numbers as nm
 
 PROM_UID = "prometheus"

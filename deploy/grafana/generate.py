@@ -4,7 +4,7 @@ The dashboard is built with the builders of ``grafana-foundation-sdk`` (Grafana'
 dashboard, panel and query types, generated from Grafana's schemas), so a field Grafana does
 not know cannot be written. The queries come from ``dashboard_queries.py`` beside this file,
 which takes every series and label name from :mod:`spanjudge._core.metric_names` and every
-attribute from :mod:`spanjudge.tracer.attributes`: a rename there shows up here on the next
+attribute from :mod:`spanjudge.tracer._attributes`: a rename there shows up here on the next
 run (and ``tests/deploy`` fails until the checked-in JSON is regenerated)::
 
     .venv/bin/python deploy/grafana/generate.py          # rewrite the JSON

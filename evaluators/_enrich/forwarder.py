@@ -55,7 +55,7 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._plan.sampler import rule_keeps
 from spanjudge.evaluators._rebuild.targets import Target, span_kind
 from spanjudge.exporters._emit.span_forward import bytes_sender
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge._core.telemetry import Telemetry

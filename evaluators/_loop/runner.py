@@ -45,7 +45,7 @@ from spanjudge.evaluators._rebuild.targets import (
     find_targets,
 )
 from spanjudge.evaluators._review.segments import result_segments
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge._core.telemetry import Telemetry

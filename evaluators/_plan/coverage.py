@@ -33,7 +33,7 @@ from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import dialect_of, kind_of, span_shape
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import Target, find_targets
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge._core.telemetry import Telemetry

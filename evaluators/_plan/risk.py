@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge._core.span_record import SpanRecord

@@ -17,7 +17,7 @@ from spanjudge.evaluators._plan.sampler import SampleBy, check_sample_by
 from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter, trajectory_in
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import TARGET_TYPES, Target
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 SpanPredicate = Callable[[SpanRecord], bool]
 

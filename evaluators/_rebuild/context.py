@@ -22,7 +22,7 @@ from spanjudge.evaluators._rebuild.dialects.message_text import document_texts
 from spanjudge.evaluators._rebuild.dialects.tool_calls import FINAL_ANSWER_TOOL
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView
 from spanjudge.evaluators._rebuild.scope import SpanTree
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 MAX_FIELD_CHARS = 100_000
 """Longest rebuilt text field (input, output, each turn, retrieval context in total)."""

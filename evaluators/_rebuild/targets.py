@@ -13,7 +13,7 @@ from spanjudge._core.kinds import TargetType
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import kind_of
 from spanjudge.evaluators._rebuild.scope import SpanTree
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge.evaluators._plan.rules import Rule

@@ -63,7 +63,7 @@ from spanjudge.evaluators._rebuild.trajectory_read import (
     requested_tool_calls,
     short,
 )
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 __all__ = [
     "MAX_STEPS",

@@ -32,7 +32,7 @@ from typing import Any
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import tool_calls
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 # raw keys this module reads (the dialects do not expose these parts of a span)
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"

@@ -54,7 +54,7 @@ from opentelemetry.trace.status import Status, StatusCode
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
 from spanjudge.errors import ConfigError
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 DEFAULT_SERVICE_NAME = "spanjudge"
 # ``error.type`` of a result that was skipped because its case lacked a field

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spanjudge._core.kinds import FeedbackSource, Label, Status, TargetType
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 AttributeValue = Any  # str | bool | int | float | list of those (OTel attribute values)
 
@@ -50,8 +50,8 @@ class SpanRecord:
     @property
     def conversation_id(self) -> str | None:
         """The conversation (session) id the span carries under any instrumentation's key:
-        :data:`~spanjudge.tracer.attributes.CONVERSATION_ID_KEYS` first (first present wins),
-        then any key ending in one of :data:`~spanjudge.tracer.attributes.CONVERSATION_ID_NAMES`
+        :data:`~spanjudge.tracer._attributes.CONVERSATION_ID_KEYS` first (first present wins),
+        then any key ending in one of :data:`~spanjudge.tracer._attributes.CONVERSATION_ID_NAMES`
         with a string value, then the same names inside a JSON ``metadata`` attribute."""
         a = self.attributes
         for key in attrs.CONVERSATION_ID_KEYS:

@@ -29,7 +29,7 @@ from spanjudge._receive.decode import (
     time_ns,
 )
 from spanjudge._receive.limits import DecodeLimits
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 # Log records kept by decode_logs(): GenAI content events, never our own evaluation results
 # (reading those back as content would evaluate our own output).

@@ -24,7 +24,7 @@ from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.columns import clean_text
 from spanjudge._store.outbox import OutboxQueries
 from spanjudge._store.sql_base import IDS_PER_LIST, Cursor
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 
 def _marks(ids: Sequence[Any]) -> str:

@@ -40,7 +40,7 @@ from spanjudge.evaluators._plan.sampler import (
     presample_blockers,
     upstream_rate,
 )
-from spanjudge.tracer.attributes import GEN_AI_CONVERSATION_ID
+from spanjudge.tracer._attributes import GEN_AI_CONVERSATION_ID
 
 RouteBy = Literal["auto", "trace", "conversation"]
 ROUTE_BY: tuple[RouteBy, ...] = ("auto", "trace", "conversation")

@@ -20,7 +20,7 @@ from spanjudge._core.kinds import NAMED_METRICS as METRIC_NAMES
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.exporters._emit.evaluation_result import score_attributes
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.deploy.promql import DASHBOARDS, ROOT
 from tests.support.otlp_sink import OtlpSink
 

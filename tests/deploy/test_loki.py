@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.deploy.promql import DASHBOARDS, DEPLOY
 
 GRAFANA = DEPLOY / "grafana"

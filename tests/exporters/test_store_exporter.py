@@ -25,7 +25,7 @@ from spanjudge.exporters._store_spans import (
     StoreSpanExporter,
     store_span_processor,
 )
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 
 class RecordingStore(SQLiteStore):

@@ -18,7 +18,7 @@ from spanjudge.exporters._delivery import Delivery
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.exporters._emit.evaluation_result import feedback_event
 from spanjudge.settings import load_settings
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.feedback.conftest import (
     CONVERSATION,

@@ -35,7 +35,7 @@ from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
 from spanjudge.evaluators._rebuild.targets import Skip, conversation_target, find_targets
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink

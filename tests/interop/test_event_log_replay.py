@@ -10,7 +10,7 @@ from spanjudge._core.span_record import LogEvent, SpanRecord
 from spanjudge._receive.decode import PROTOBUF, decode_traces
 from spanjudge._receive.logs import decode_logs
 from spanjudge._store.sqlite import SQLiteStore
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 RECORDING = Path(__file__).parent / "fixtures" / "otel-genai-event"
 DETAILS = "gen_ai.client.inference.operation.details"

@@ -24,7 +24,7 @@ from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import Fault, ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent, flaky_agent
 from tests.reliability.probes import NO_OPINIONS, prom

@@ -25,7 +25,7 @@ import pytest
 
 from spanjudge._store import open_store
 from spanjudge.exporters._emit.emitter import ScoreEmitter
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, agent
 from tests.reliability.killable_evaluator import (

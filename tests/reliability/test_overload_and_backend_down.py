@@ -29,7 +29,7 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters._store_spans import QUEUE_FULL, StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.conftest import App
 from tests.reliability.app import ANSWER, SPANS_PER_TURN, agent
 from tests.reliability.probes import prom, sink_on_port

@@ -32,7 +32,7 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.exporters._store_spans import QUEUE_FULL, STORE_ERROR, StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.reliability.app import ANSWER, AppError, agent, failing_agent
 from tests.reliability.probes import NO_OPINIONS, prom
 from tests.support.sqlite_lock import locked_by_another_process

@@ -30,7 +30,7 @@ from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401
 from tests.support.metrics import data_points

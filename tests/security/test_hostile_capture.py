@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanjudge import observe
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
 from tests.tracer.conftest import Spans
 
 LIMIT = 256

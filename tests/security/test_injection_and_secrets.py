@@ -53,8 +53,9 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.settings import ConfigError, WorkerSettings, load_settings
 from spanjudge.testing import Fault, ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, observe
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import observe
 from tests.evaluators.loop.conftest import App
 from tests.evaluators.online.spans import Trace
 from tests.exporters.receiver.conftest import ListSink, make_sdk_spans, protobuf_body

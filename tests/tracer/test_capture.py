@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spanjudge import configure, observe
-from spanjudge.tracer import capture
+from spanjudge.tracer import _capture as capture
 from tests.tracer.conftest import Spans
 
 
@@ -218,7 +218,7 @@ def test_docstring_examples_run() -> None:
     import doctest
     import importlib
 
-    for name in ("spanjudge.tracer", "spanjudge.tracer.capture", "spanjudge.tracer.messages"):
+    for name in ("spanjudge.tracer", "spanjudge.tracer._capture", "spanjudge.tracer._messages"):
         result = doctest.testmod(importlib.import_module(name))
         assert result.failed == 0 and result.attempted > 0, name
     capture.reset_policy()

@@ -1,4 +1,4 @@
-"""The per-call fast path (spanjudge.tracer.hot): taken for the common calls, exact, and safe.
+"""The per-call fast path (tracer/_fast_path.py): taken for the common calls, exact, and safe.
 
 What it records is pinned by ``test_golden.py``; these tests check that common calls actually
 take it (a change that silently sent every call down the general path would only show in the
@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from spanjudge.tracer import capture, hot, observe
-from spanjudge.tracer.plan import Plan
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _fast_path as fast_path
+from spanjudge.tracer import observe
+from spanjudge.tracer._decoration_plan import Plan
 from tests.tracer.conftest import Spans
 
 KINDS = ("agent", "llm", "retriever", "tool", "chain")
@@ -156,18 +158,18 @@ def test_tool_call_ids_are_fresh_whatever_the_app_seeds(spans: Spans) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_does_not_reuse_its_parents_tool_call_ids() -> None:
-    hot.new_call_id()  # the pool holds ids the parent will hand out next
+    fast_path.new_call_id()  # the pool holds ids the parent will hand out next
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
-            os.write(writer, ",".join(hot.new_call_id() for _ in range(5)).encode())
+            os.write(writer, ",".join(fast_path.new_call_id() for _ in range(5)).encode())
         finally:
             os._exit(0)
     os.close(writer)
     with os.fdopen(reader) as stream:
         child = stream.read().split(",")
     os.waitpid(pid, 0)
-    parent = [hot.new_call_id() for _ in range(5)]
+    parent = [fast_path.new_call_id() for _ in range(5)]
     assert len(child) == 5
     assert not set(child) & set(parent)

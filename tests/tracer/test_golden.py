@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from spanjudge.tracer import capture, conversation, current_span, observe
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import conversation, current_span, observe
 from tests.tracer.conftest import Spans
 
 GOLDEN = Path(__file__).with_name("golden_spans.json")

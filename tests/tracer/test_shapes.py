@@ -472,7 +472,7 @@ def test_options_are_typed_keyword_only_parameters() -> None:
     from typing import get_args
 
     from spanjudge.tracer import Kind
-    from spanjudge.tracer.attributes import KINDS
+    from spanjudge.tracer._attributes import KINDS
 
     assert KINDS == get_args(Kind) == ("agent", "llm", "retriever", "tool", "chain")
     params = inspect.signature(observe).parameters

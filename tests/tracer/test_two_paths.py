@@ -1,9 +1,9 @@
-"""The fast path (``spanjudge.tracer.hot``) and the general path (``Plan``) record the same thing.
+"""The fast path (``tracer/_fast_path.py``) and the general path (``Plan``) record the same thing.
 
-``@observe`` has one start path (``wrappers._begin``) but two ways to compute what a call
+``@observe`` has one start path (``_wrappers._begin``) but two ways to compute what a call
 records: closures specialised per decorated function for the common shapes, and the general
 capture code they fall back to. The fast closures are kept because they pay for themselves
-(the measured figure is in ``hot.py``'s docstring). This test holds the two together directly:
+(the measured figure is in ``_fast_path.py``'s docstring). This test holds the two together:
 for any call the fast path accepts, its start attributes and its output attributes are the
 general path's, key for key and in the same order; whatever the general path would cut to the
 size limit, mask or redact, the fast path declines. ``test_golden.py`` pins the exported bytes of
@@ -20,9 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture
-from spanjudge.tracer.plan import Options, Plan
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer._decoration_plan import Options, Plan
 
 KINDS = ("agent", "llm", "retriever", "tool", "chain")
 _CALL_ID = re.compile(r"call_[0-9a-f]{16}")

@@ -24,7 +24,7 @@ from spanjudge._receive.decode import decode_protobuf
 from spanjudge.exporters._emit.evaluation_result import score_key
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from spanjudge._receive.decode import PROTOBUF
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock
 from tests.support.otlp_sink import OtlpSink

@@ -14,7 +14,7 @@ from spanjudge.evaluators._judge.metrics.geval import GEval
 from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import build_rules
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import WorkerProcess

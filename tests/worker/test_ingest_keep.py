@@ -12,7 +12,7 @@ import pytest
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._plan.consistent import keeps, key_kept
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.keep_policy import IngestKeep, KeepPlan
 
 

@@ -21,7 +21,7 @@ from spanjudge._receive.decode import PROTOBUF
 from spanjudge.evaluators._plan.consistent import keeps
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker import keep_policy as keep_module
 from spanjudge.worker.service import Worker
 from tests.support.clock import Clock

@@ -13,7 +13,7 @@ import pytest
 
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge._store import open_store
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.support.stores import POSTGRES_URL, drop_schema, schema_name
 from tests.worker.conftest import base_config, split_request

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from spanjudge._core import metric_names as mn
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config, count_spans, split_request
 

@@ -10,7 +10,7 @@ import httpx
 
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge._store import open_store
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import base_config
 

@@ -17,7 +17,7 @@ from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView, ViewKind
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 NAME = "pydantic-ai"
 

@@ -32,7 +32,7 @@ from spanjudge.evaluators._rebuild.dialects.view import (
     ToolCallView,
     ViewKind,
 )
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 NAME = "genai-semconv"
 

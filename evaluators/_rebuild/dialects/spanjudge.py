@@ -16,7 +16,7 @@ from spanjudge.evaluators._rebuild.dialects.view import (
     ToolCallView,
     ViewKind,
 )
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 NAME = "spanjudge"
 

@@ -18,7 +18,7 @@ from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import Fault, ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.cache.conftest import Loop, script_bias, write_traces
 from tests.support.clock import Clock
 from tests.support.metrics import data_points

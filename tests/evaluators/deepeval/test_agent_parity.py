@@ -26,7 +26,7 @@ from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTes
 from spanjudge.evaluators._rebuild.cases import default_case
 from spanjudge.evaluators._rebuild.targets import conversation_target
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.deepeval.agent_support import (
     LOOP,
     TOOL_ERROR,

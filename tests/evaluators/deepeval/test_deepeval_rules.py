@@ -24,7 +24,7 @@ from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import Fault, ScriptedJudgeServer, ScriptedRequest
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.cache.conftest import Loop, write_traces
 from tests.evaluators.online.spans import Trace
 from tests.support.clock import Clock

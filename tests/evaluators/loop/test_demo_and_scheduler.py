@@ -12,7 +12,7 @@ from typing import Any
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.test_monitor_e2e import agent
 from tests.support.otlp_sink import OtlpSink
 

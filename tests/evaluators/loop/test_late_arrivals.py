@@ -19,7 +19,7 @@ from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMe
 from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 from tests.support.clock import Clock
 from tests.support.stores import BACKENDS, schema_name, stores_on

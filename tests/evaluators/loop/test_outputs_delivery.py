@@ -20,7 +20,7 @@ from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.tracer import conversation, observe
 from tests.support.otlp_sink import OtlpSink, ReceivedLog
 from tests.support.ports import closed_port

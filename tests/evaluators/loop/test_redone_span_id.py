@@ -15,7 +15,7 @@ from spanjudge._core.span_record import EvaluationRecord, evaluation_span_id
 from spanjudge._store import open_store
 from spanjudge.cli.app import cli
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.test_backfill_retry_errors import an_errored_evaluation
 
 

@@ -14,7 +14,7 @@ from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from spanjudge.tracer import observe
 
 

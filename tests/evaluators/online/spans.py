@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from spanjudge._core.span_record import SpanEvent, SpanRecord
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 _ids = itertools.count(1)
 

@@ -19,7 +19,7 @@ from spanjudge.evaluators._rebuild.dialects import read_span
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import Skip, conversation_target, find_targets
 from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 
 QUESTION = "Where is my parcel?"

@@ -17,7 +17,7 @@ from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTes
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._rebuild.cases import MAX_FIELD_CHARS, MAX_RAW_CHARS, build_case
 from spanjudge.evaluators._rebuild.targets import Skip, Target, conversation_target, find_targets
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace, semconv_messages
 
 

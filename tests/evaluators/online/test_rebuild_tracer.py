@@ -19,7 +19,8 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._rebuild.cases import build_case
 from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
 from spanjudge.exporters._convert import span_to_record
-from spanjudge.tracer import capture, observe
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import observe
 
 
 @pytest.fixture

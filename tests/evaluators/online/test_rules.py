@@ -12,7 +12,7 @@ from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
 from spanjudge.evaluators._plan.rules import Rule, SpanFilter
 from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 
 

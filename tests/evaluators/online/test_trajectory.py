@@ -25,7 +25,7 @@ from spanjudge.evaluators._rebuild.trajectory import (
     trajectory_of,
 )
 from spanjudge.evaluators._rebuild.trajectory_read import requested_tool_calls
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 
 FIXTURES = Path(__file__).parents[2] / "interop" / "fixtures"

@@ -18,7 +18,7 @@ from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import find_targets
 from spanjudge.evaluators._rebuild.trajectory import Trajectory, trajectory_of
 from spanjudge.evaluators._rebuild.trajectory_links import norm, tool_result
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 
 AGENT_RULE = Rule(ToolErrorCheck(), target="agent")

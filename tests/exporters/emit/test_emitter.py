@@ -14,7 +14,7 @@ from opentelemetry.trace.status import StatusCode
 from spanjudge._core.span_record import evaluation_span_id
 from spanjudge.exporters._emit.emitter import DROP_INVALID, DROP_QUEUE_FULL, ScoreEmitter
 from spanjudge.exporters._emit.evaluation_result import MAX_VERDICTS_CHARS, evaluation_span
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink
 from tests.support.ports import closed_port

@@ -11,7 +11,7 @@ from __future__ import annotations
 from opentelemetry.trace.status import StatusCode
 
 from spanjudge.exporters._emit.evaluation_result import evaluation_event, evaluation_span
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 
 S = 1_000_000_000  # ns per second

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from spanjudge._core.span_record import evaluation_span_id
 from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.exporters.emit.conftest import SPAN_ID, TRACE_ID, make_record
 from tests.support.otlp_sink import OtlpSink, any_value
 from tests.support.ports import closed_port

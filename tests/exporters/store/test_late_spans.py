@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from spanjudge._store.base import SpanStore
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 from tests.exporters.store.test_store import SETTLE, T0, job, sid, span, tid
 
 LATER = T0 + 100

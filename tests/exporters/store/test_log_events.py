@@ -11,7 +11,7 @@ from spanjudge._store.base import EventLog, SpanStore
 from spanjudge._store.postgres import PostgresStore
 from spanjudge._store.sql import SCHEMA_VERSION
 from spanjudge._store.sqlite import SQLiteStore
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 SETTLE = 10.0
 T0 = 1_700_000_000.0

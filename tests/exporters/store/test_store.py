@@ -13,7 +13,7 @@ from spanjudge._store import sql as sql_module
 from spanjudge._store.base import SpanStore
 from spanjudge._store.models import ORPHAN_SETTLE_FACTOR, JobSpec, StoreError
 from spanjudge._store.sql import SCHEMA_VERSION
-from spanjudge.tracer import attributes as attrs
+from spanjudge.tracer import _attributes as attrs
 
 SETTLE = 10.0
 T0 = 1_700_000_000.0  # a fixed "now": every store call takes the caller's clock

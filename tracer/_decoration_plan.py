@@ -2,7 +2,7 @@
 
 Everything that depends only on the function and the decorator's options (span name, static
 attributes, which argument holds the query, the messages or the conversation id, what to capture)
-is worked out once, here, so that the per-call path in :mod:`spanjudge.tracer.wrappers` is a few
+is worked out once, here, so that the per-call path in :mod:`spanjudge.tracer._wrappers` is a few
 dict operations. The per-call methods below only read what ``__init__`` decided.
 """
 
@@ -16,15 +16,18 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from spanjudge.errors import ConfigError
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, hot, messages, record
-from spanjudge.tracer.attributes import Kind
-from spanjudge.tracer.context import CONVERSATION
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _fast_path as fast_path
+from spanjudge.tracer import _messages as messages
+from spanjudge.tracer import _span_writes as span_writes
+from spanjudge.tracer._attributes import Kind
+from spanjudge.tracer._context import CONVERSATION
 
 _INPUT_NAMES = ("input", "query", "question", "message", "prompt", "user_input", "text")
 _CONVERSATION_NAMES = ("conversation_id", "session_id")
 
-_Where = hot.Where
+_Where = fast_path.Where
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,9 @@ class Plan:
         self.static = self._static(kind, options)
         # No argument can change the span name or the start attributes (conversation() can).
         self.fixed = self.model_arg is None and self.conv_arg is None
-        # The fast path for common calls (see spanjudge.tracer.hot); None: always the general one.
+        # The fast path for common calls (tracer/_fast_path.py); None: always the general one.
         self.hot_start = (
-            hot.start_builder(
+            fast_path.start_builder(
                 kind,
                 self.static,
                 capture_input=self.capture_input,
@@ -130,7 +133,7 @@ class Plan:
             if self.fixed
             else None
         )
-        self.hot_end = hot.end_writer(kind, self.static) if self.capture_output else None
+        self.hot_end = fast_path.end_writer(kind, self.static) if self.capture_output else None
 
     def _static(self, kind: Kind, options: Options) -> dict[str, Any]:
         """The attributes every call starts with; also fixes the span name and the model arg."""
@@ -224,25 +227,28 @@ class Plan:
         if kind == "tool":
             call_id = _value(self.tool_call_id_arg, args, kwargs) if self.tool_call_id_arg else None
             if call_id is None:
-                call_id = self.tool_call_id or hot.new_call_id()
+                call_id = self.tool_call_id or fast_path.new_call_id()
             out[attrs.GEN_AI_TOOL_CALL_ID] = str(call_id)
         if capture.POLICY.content and self.capture_input:
             if kind == "llm" or kind == "agent":
-                record.put(out, attrs.GEN_AI_INPUT_MESSAGES, self._input_messages(args, kwargs))
+                input_messages = self._input_messages(args, kwargs)
+                span_writes.put(out, attrs.GEN_AI_INPUT_MESSAGES, input_messages)
             elif kind == "retriever":
                 query = self.input_text(args, kwargs)
                 if query is not None:
-                    record.put(out, attrs.GEN_AI_RETRIEVAL_QUERY_TEXT, capture.serialize(query))
+                    query_text = capture.serialize(query)
+                    span_writes.put(out, attrs.GEN_AI_RETRIEVAL_QUERY_TEXT, query_text)
             elif kind == "tool":
                 arguments = capture.dumps(self.bound(args, kwargs))
-                record.put(out, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
+                span_writes.put(out, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
             else:
-                record.put(out, attrs.SPANJUDGE_INPUT, capture.dumps(self.bound(args, kwargs)))
+                arguments = capture.dumps(self.bound(args, kwargs))
+                span_writes.put(out, attrs.SPANJUDGE_INPUT, arguments)
         return out
 
     def on_start(self, span: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Capture the inputs onto a span that is already recording."""
-        record.apply(span, self.input_attributes(args, kwargs, {}))
+        span_writes.apply(span, self.input_attributes(args, kwargs, {}))
 
     def _input_messages(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """``gen_ai.input.messages`` JSON from the messages argument or the user's text."""
@@ -267,8 +273,8 @@ class Plan:
         them back (the start attributes, nothing written since); else ``None``."""
         if self.capture_output:
             out: dict[str, Any] = {}
-            record.write_output(span, self.kind, value, out, False, existing)
-            record.apply(span, out)
+            span_writes.write_output(span, self.kind, value, out, False, existing)
+            span_writes.apply(span, out)
 
     def end_stream(self, span: Any, chunks: list[Any], returned: Any = None) -> None:
         """Record a finished stream's output (called under ``_safe``: odd chunks never raise

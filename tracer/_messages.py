@@ -14,7 +14,7 @@ from itertools import islice
 from json.encoder import encode_basestring  # the C-accelerated string quoting of json
 from typing import Any
 
-from spanjudge.tracer import capture
+from spanjudge.tracer import _capture as capture
 
 Message = dict[str, Any]
 

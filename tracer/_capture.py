@@ -6,7 +6,7 @@ per-value size limit with a visible marker). The policy is one module-level obje
 ``spanjudge.configure()`` and read by the tracer on every call, so nothing on the per-call path
 reads the environment.
 
->>> from spanjudge.tracer import capture
+>>> from spanjudge.tracer import _capture as capture
 >>> _ = capture.set_policy(max_value_length=20)
 >>> capture.finish("k", "x" * 30)[0]
 'xxxxxxxxxxxxxxxxxxxx...[truncated 10 chars]'
@@ -25,7 +25,7 @@ from json.encoder import encode_basestring  # C-accelerated; what the encoder be
 from typing import Any
 
 from spanjudge.errors import ConfigError
-from spanjudge.tracer.attributes import TRUNCATION_MARKER
+from spanjudge.tracer._attributes import TRUNCATION_MARKER
 
 logger = logging.getLogger("spanjudge.tracer")
 

@@ -2,8 +2,9 @@
 
 Everything that depends only on the function (span name, static attributes, which argument holds
 the query or the messages) is worked out once, at decoration time, in a
-:class:`~spanjudge.tracer.plan.Plan`; the wrappers in :mod:`spanjudge.tracer.wrappers` start a
-span per call, and only if it is recording do they capture anything.
+:class:`~spanjudge.tracer._decoration_plan.Plan`; the wrappers in
+:mod:`spanjudge.tracer._wrappers` start a span per call, and only if it is recording do they
+capture anything.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any, TypeVar, overload
 
 from opentelemetry.util.types import AttributeValue
 
-from spanjudge.tracer.attributes import Kind
-from spanjudge.tracer.plan import Options, Plan, check_kind
-from spanjudge.tracer.wrappers import (
+from spanjudge.tracer._attributes import Kind
+from spanjudge.tracer._decoration_plan import Options, Plan, check_kind
+from spanjudge.tracer._wrappers import (
     wrap_async_generator,
     wrap_coroutine,
     wrap_function,

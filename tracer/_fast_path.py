@@ -8,7 +8,7 @@ few string concatenations, and it fits the size limit, so nothing is cut (inside
 :func:`start_builder` and :func:`end_writer` make, once per decorated function, the two closures
 that record such calls with as few Python calls as possible. Each returns "not handled" (``None``
 / ``False``) for any other call, which then takes the general path in
-:mod:`spanjudge.tracer.plan`; both paths record the same attributes byte for byte
+:mod:`spanjudge.tracer._decoration_plan`; both paths record the same attributes byte for byte
 (``tests/tracer/test_golden.py`` pins fixed scenarios, ``tests/tracer/test_two_paths.py``
 compares the two on drawn arguments, results and size limits).
 
@@ -32,9 +32,10 @@ from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, messages
-from spanjudge.tracer.context import CONVERSATION
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _messages as messages
+from spanjudge.tracer._context import CONVERSATION
 
 StartBuilder = Callable[[tuple[Any, ...], dict[str, Any]], "dict[str, Any] | None"]
 EndWriter = Callable[[Any, Any], bool]

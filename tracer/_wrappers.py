@@ -3,9 +3,10 @@
 A function, a coroutine function, a generator function and an async generator function each get
 a wrapper that starts the call's span (:func:`_begin`; the sync wrapper, the one most calls go
 through, writes out its fast half and shares :func:`_begin_general`), makes it current only
-while the wrapped code runs, records the outcome through the :class:`~spanjudge.tracer.plan.Plan`
-and ends the span exactly once. Everything a wrapper reads per call is a closure cell or one
-module global: the context functions are imported by name, not looked up through their module.
+while the wrapped code runs, records the outcome through the
+:class:`~spanjudge.tracer._decoration_plan.Plan` and ends the span exactly once. Everything a
+wrapper reads per call is a closure cell or one module global: the context functions are imported
+by name, not looked up through their module.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from opentelemetry import trace
 from opentelemetry.context import Context, attach, detach, get_current
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture
-from spanjudge.tracer import context as _context
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _context
+from spanjudge.tracer._context import CONVERSATION
+from spanjudge.tracer._decoration_plan import Plan
 from spanjudge.tracer._version import __version__
-from spanjudge.tracer.context import CONVERSATION
-from spanjudge.tracer.plan import Plan
 
 # Streams longer than this keep their first chunks only; the span records that it was cut.
 _MAX_CHUNKS = 10_000
@@ -80,7 +81,7 @@ def _begin(
         return _begin_general(plan, args, kwargs, None)
     ctx = get_current()  # read once, handed to the SDK (which would read it 4 times)
     try:
-        known = start(args, kwargs)  # the fast path (spanjudge.tracer.hot) or None
+        known = start(args, kwargs)  # the fast path (spanjudge.tracer._fast_path) or None
     except Exception:  # an odd argument: the general path records it (or the failure)
         known = None
     if known is None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, messages
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _messages as messages
 
 
 def span_attributes(span: Any) -> Mapping[str, Any]:

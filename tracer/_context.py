@@ -14,8 +14,9 @@ from typing import Any
 
 from opentelemetry import trace
 
-from spanjudge.tracer import attributes as attrs
-from spanjudge.tracer import capture, record
+from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _span_writes as span_writes
 
 # (conversation id, user id) of the enclosing conversation() block, or None
 CONVERSATION: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
@@ -191,8 +192,8 @@ class SpanHandle:
             return
         try:
             out: dict[str, Any] = {}
-            record.write_output(self._span, self._kind() or "chain", value, out, True)
-            record.apply(self._span, out)
+            span_writes.write_output(self._span, self._kind() or "chain", value, out, True)
+            span_writes.apply(self._span, out)
         except Exception as exc:
             capture.note_failure(exc)
 
