@@ -77,8 +77,7 @@ if TYPE_CHECKING:
         FaithfulnessMetric,
         FaithfulnessTemplate,
     )
-    from spanjudge.evaluators._judge.metrics.geval import GEval
-    from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+    from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
     from spanjudge.evaluators._judge.metrics.goal_accuracy import (
         GoalAccuracyMetric,
         GoalAccuracyTemplate,
@@ -253,7 +252,7 @@ _LAZY: dict[str, str] = {
     "BiasMetric": "spanjudge.evaluators._judge.metrics.bias",
     "TopicAdherenceMetric": "spanjudge.evaluators._judge.metrics.topic_adherence",
     "GEval": "spanjudge.evaluators._judge.metrics.geval",
-    "ConversationalGEval": "spanjudge.evaluators._judge.metrics.geval_conversation",
+    "ConversationalGEval": "spanjudge.evaluators._judge.metrics.geval",
     "ToolErrorCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",
     "RepeatedCallCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",
     "StepLimitCheck": "spanjudge.evaluators._judge.metrics.trajectory_checks",

@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from spanjudge.evaluators._judge.metrics.geval import GEval
-from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
 from spanjudge.settings import ConfigError, load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import _attributes as attrs

@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from spanjudge.errors import MetricError, MissingFieldError, ParamError
 from spanjudge.evaluators._judge.judges.base import TokenLogprob
-from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
-from spanjudge.evaluators._judge.metrics.geval import GEval, GEvalBase, GEvalSteps, GEvalTemplate
-from spanjudge.evaluators._judge.metrics.geval_params import ParamError
-from spanjudge.evaluators._judge.metrics.geval_score import (
+from spanjudge.evaluators._judge.metrics.geval import (
+    GEval,
+    GEvalBase,
     GEvalBinaryScore,
     GEvalScore,
+    GEvalSteps,
+    GEvalTemplate,
     weighted_score,
 )
 from spanjudge.evaluators._judge.metrics.geval_steps import FILE_NAME, StepsCache, steps_cache

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MissingFieldError
-from spanjudge.evaluators._judge.metrics.geval import GEval
-from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
-from spanjudge.evaluators._judge.metrics.geval_params import ParamError
+from spanjudge.errors import MissingFieldError, ParamError
+from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
 from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache
 from spanjudge.evaluators._judge.test_case import (
     ConversationalTestCase,
