@@ -39,11 +39,12 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, TextIO
 
 from spanjudge.errors import ConfigError
+from spanjudge.testing._loopback import LoopbackServer
 
 CREATED = 1_700_000_000  # a fixed time: recordings stay identical from one run to the next
 
@@ -226,7 +227,7 @@ def chunks(completion: dict[str, Any], with_usage: bool) -> Iterator[dict[str, A
         yield dict(base, choices=[], usage=completion["usage"])
 
 
-class AgentModelServer:
+class AgentModelServer(LoopbackServer):
     """The agent's model on 127.0.0.1 (random port): ``POST /v1/chat/completions``.
 
     ``requests`` keeps each request body in arrival order; ``log`` (a text file) gets each as a
@@ -241,59 +242,22 @@ class AgentModelServer:
         port: int = 0,
         log: TextIO | None = None,
     ) -> None:
+        super().__init__(host=host, port=port)
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self._log = log
         self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0) or 0)
-                server._handle(self, self.rfile.read(length))
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._started = False
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> AgentModelServer:
-        if not self._started:
-            self._thread.start()
-            self._started = True
-        return self
-
-    def stop(self) -> None:
-        if self._started:
-            self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def __enter__(self) -> AgentModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
         if not handler.path.rstrip("/").endswith("/chat/completions"):
-            self._send(handler, 404, b'{"error": {"message": "not found"}}', "application/json")
+            self.send(handler, 404, b'{"error": {"message": "not found"}}')
             return
         try:
             request = json.loads(raw or b"{}")
             if not isinstance(request, dict):
                 raise ConfigError("not an object")
         except ValueError:
-            self._send(
-                handler, 400, b'{"error": {"message": "body is not JSON"}}', "application/json"
-            )
+            self.send(handler, 400, b'{"error": {"message": "body is not JSON"}}')
             return
         with self._lock:
             self.requests.append(request)
@@ -304,27 +268,16 @@ class AgentModelServer:
             answer = completion(self.script, request)
         except LookupError as exc:
             error = {"error": {"message": str(exc), "type": "invalid_request_error"}}
-            self._send(handler, 400, json.dumps(error).encode(), "application/json")
+            self.send(handler, 400, json.dumps(error).encode())
             return
         if not request.get("stream"):
-            self._send(handler, 200, json.dumps(answer).encode(), "application/json")
+            self.send(handler, 200, json.dumps(answer).encode())
             return
         with_usage = bool((request.get("stream_options") or {}).get("include_usage"))
         events = b"".join(
             b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks(answer, with_usage)
         )
-        self._send(handler, 200, events + b"data: [DONE]\n\n", "text/event-stream")
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes, kind: str) -> None:
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", kind)
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except OSError:
-            pass  # the client went away
+        self.send(handler, 200, events + b"data: [DONE]\n\n", "text/event-stream")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -341,8 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(server.base_url, flush=True)
     try:
-        server.start()
-        server._thread.join()
+        server.serve_until_stopped()
     except KeyboardInterrupt:
         pass
     finally:

@@ -25,13 +25,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pydantic import BaseModel
 
 from spanjudge.errors import ConfigError
 from spanjudge.testing import server_rules
+from spanjudge.testing._loopback import LoopbackServer
 
 
 @dataclass
@@ -43,6 +44,7 @@ class ScriptedRequest:
     model: str
     body: dict[str, Any]
     status: int = 0  # filled in once answered
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
     @property
     def form(self) -> str:
@@ -59,6 +61,7 @@ class Fault:
     retry_after: float | None = None
     seconds: float = 0.0
     text: str = ""
+    location: str = ""
 
     @classmethod
     def status(cls, code: int, retry_after: float | None = None) -> Fault:
@@ -69,6 +72,11 @@ class Fault:
     def hang(cls, seconds: float = 30.0) -> Fault:
         """Sleep before answering (long enough for the client to time out)."""
         return cls("hang", seconds=seconds)
+
+    @classmethod
+    def redirect(cls, location: str, code: int = 307) -> Fault:
+        """Answer with a redirect (307 keeps the method and body) to ``location``."""
+        return cls("redirect", code=code, location=location)
 
     @classmethod
     def malformed(cls, text: str = '{"claims": [') -> Fault:
@@ -117,12 +125,7 @@ def _tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-class _Server(ThreadingHTTPServer):
-    # the default listen backlog (5) resets connections when a judge opens dozens at once
-    request_queue_size = 256
-
-
-class ScriptedJudgeServer:
+class ScriptedJudgeServer(LoopbackServer):
     """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (random port)."""
 
     def __init__(
@@ -137,55 +140,11 @@ class ScriptedJudgeServer:
             raise ConfigError(
                 f"unknown profile {profile!r}; known: {', '.join(server_rules.PROFILES)}"
             )
+        super().__init__(host=host, port=port)
         self.latency = latency
         self.profile = server_rules.PROFILES[profile]
         self._state = _State()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # headers and body leave in two writes: with Nagle on, the body waits for the
-            # client's delayed ACK, 40 ms added to every answer on Linux
-            disable_nagle_algorithm = True
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0) or 0)
-                raw = self.rfile.read(length)
-                server._handle(self, raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = _Server((host, port), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._started = False
-
-    # ------------------------------------------------------------------ lifecycle
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> ScriptedJudgeServer:
-        if not self._started:
-            self._thread.start()
-            self._started = True
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._started:
-            self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def __enter__(self) -> ScriptedJudgeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def judge(self, model: str = "openai/scripted-judge", **options: Any) -> Any:
         """A :class:`LiteLLMJudge` pointed at this server."""
@@ -228,7 +187,7 @@ class ScriptedJudgeServer:
         return self._state.max_in_flight
 
     # ------------------------------------------------------------------ serving
-    def _handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
         try:
             body = json.loads(raw or b"{}")
             messages = body.get("messages") or []
@@ -243,7 +202,13 @@ class ScriptedJudgeServer:
         except (ValueError, AttributeError):
             self._reply(handler, 400, {"error": {"message": "body is not a chat request"}})
             return
-        request = ScriptedRequest(prompt, schema_name, str(body.get("model", "")), body)
+        request = ScriptedRequest(
+            prompt,
+            schema_name,
+            str(body.get("model", "")),
+            body,
+            headers={k.lower(): v for k, v in handler.headers.items()},
+        )
         refused = server_rules.refusal(self.profile, body)
         if refused is not None:
             request.status = self.profile.refusal_status
@@ -317,7 +282,7 @@ class ScriptedJudgeServer:
             reply(200, self._completion(request, fault.text), None)
             return
         request.status = fault.code
-        headers = {}
+        headers = {"Location": fault.location} if fault.kind == "redirect" else {}
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
         reply(
@@ -352,21 +317,11 @@ class ScriptedJudgeServer:
             },
         }
 
-    @staticmethod
     def _reply(
+        self,
         handler: BaseHTTPRequestHandler,
         status: int,
         payload: dict[str, Any],
         headers: dict[str, str] | None = None,
     ) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                handler.send_header(key, value)
-            handler.end_headers()
-            handler.wfile.write(data)
-        except OSError:
-            pass  # client disconnected (timed out)
+        self.send(handler, status, json.dumps(payload).encode(), headers=headers)
