@@ -118,8 +118,12 @@ if TYPE_CHECKING:
     from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter
     from spanjudge.evaluators._rebuild.dialects import read_span
     from spanjudge.evaluators._rebuild.dialects.view import Document, GenAIView, ToolCallView
-    from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
-    from spanjudge.evaluators._rebuild.trajectory_read import ToolDefinition, ToolRequest
+    from spanjudge.evaluators._rebuild.trajectory import (
+        Step,
+        ToolDefinition,
+        ToolRequest,
+        Trajectory,
+    )
     from spanjudge.exporters._emit.emitter import Emitter
     from spanjudge.exporters._store_spans import store_span_processor
     from spanjudge.human_feedback import feedback
@@ -238,8 +242,8 @@ _LAZY: dict[str, str] = {
     "RegressionBaseline": "spanjudge.evaluators._loop.config",
     "TickReport": "spanjudge.evaluators._plan.planner",
     "GenAIView": "spanjudge.evaluators._rebuild.dialects.view",
-    "ToolDefinition": "spanjudge.evaluators._rebuild.trajectory_read",
-    "ToolRequest": "spanjudge.evaluators._rebuild.trajectory_read",
+    "ToolDefinition": "spanjudge.evaluators._rebuild.trajectory",
+    "ToolRequest": "spanjudge.evaluators._rebuild.trajectory",
     "Emitter": "spanjudge.exporters._emit.emitter",
     "DeepEvalMetric": "spanjudge.evaluators._judge.deepeval_bridge.metric",
     # evaluation (pydantic, judges: loaded on first use)

@@ -37,10 +37,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import read_span
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    document_texts,
+    looks_like_document,
+    maybe_json,
+    nonempty,
+)
+from spanjudge.evaluators._rebuild.dialects.tool_calls import requested_tool_calls
 from spanjudge.evaluators._rebuild.dialects.view import Document, ViewKind
-from spanjudge.evaluators._rebuild.trajectory_read import requested_tool_calls
 
 if TYPE_CHECKING:
     from spanjudge.evaluators._rebuild.scope import SpanTree
@@ -135,7 +140,7 @@ def _names(tree: SpanTree, agent: SpanRecord, wanted: str) -> bool:
         if _norm(span.name).endswith("_" + wanted):
             return True
         tool = read_span(span).tool
-        arguments = text.maybe_json(tool.arguments) if tool is not None else None
+        arguments = maybe_json(tool.arguments) if tool is not None else None
         if isinstance(arguments, Mapping) and any(
             isinstance(v, str) and _norm(v) == wanted for v in arguments.values()
         ):
@@ -248,15 +253,15 @@ def returned_documents(span: SpanRecord) -> tuple[list[Document], str] | None:
     when it reads as a retrieval (see the module docstring); else ``None``."""
     searchy = bool(_SEARCH_NAME.search(span.name)) or _vector_db(span.attributes)
     for where, value in _outputs(span):
-        parsed = text.maybe_json(value)
+        parsed = maybe_json(value)
         items = _items(parsed)
         if not items:
             continue
-        docs = [text.looks_like_document(i) for i in items]
+        docs = [looks_like_document(i) for i in items]
         if all(docs) or (searchy and any(docs)):
-            texts = text.document_texts(items)
+            texts = document_texts(items)
         elif searchy and all(isinstance(i, str) for i in items):
-            texts = [t for t in items if text.nonempty(t)]
+            texts = [t for t in items if nonempty(t)]
         else:
             continue
         if texts:

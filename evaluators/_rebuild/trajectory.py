@@ -7,13 +7,38 @@ start-time order over the turn's subtree (a trace: every span of the trace, thos
 never arrived included, with a note):
 
 * ``model_call``: a model call (wrappers collapsed as :meth:`.SpanTree.collapsed_into` does),
-  its output text and the tool calls it requested (:mod:`.trajectory_read`);
+  its output text and the tool calls it requested;
 * ``tool_call``: a tool execution with its name, arguments, result and error;
 * ``retrieval``: a retriever span, or a span :mod:`.inference` recognises by its documents;
 * ``agent``: a sub-agent invoked inside the turn (``handoff_from`` set when it follows a
   sibling agent of another name: control passed from one to the other);
 * ``handoff``: a hand-off span (OpenAI Agents SDK) or a ``transfer_to_<agent>`` tool call;
 * ``plan``: a span of the semconv ``plan`` operation, its output as the plan.
+
+
+How the steps relate, by rules that hold for any framework:
+
+* **A tool result is what the tool returned**, not its wrapper: a list of text blocks
+  (``[{"text": ...}]``, MCP's ``{"type": "text", ...}``) is their text; a tool message (role or
+  type ``tool``, or LangChain's serialised ``{"type": "tool", "data": {...}}``) is its content.
+* **A tool execution is the call the model requested**: paired with the model's request by the
+  call id, else by the name (first unanswered request), it takes the request's name when the
+  span names the tool differently (``Delegate work to coworker`` for
+  ``delegate_work_to_coworker``), and the request's arguments when the span records none, or
+  only the bare value of a one-argument call.
+* **A hand-off is a tool call that passes control to another agent**: one whose execution runs
+  model calls of its own (a delegation: the other agent runs inside the call), or one that
+  names another agent of the trace, in its name or as an argument, when that agent acts after
+  it. The agent handed to is the one named (a known agent of the trace first, else a one-word
+  argument, else ``transfer_to_<agent>``).
+
+Names are compared normalised (:func:`norm`): lower case, runs of other characters as ``_``, so
+``billing-agent`` and ``transfer_to_billing_agent`` meet. Errors: status ``ERROR`` (with its
+message), ``error.type``, ``exception`` events (unless the span's status says ``OK``: the
+exception was handled), a tool status of ``error``. The tool calls a model requested and the
+tools it was offered are read from the span by
+:mod:`~spanjudge.evaluators._rebuild.dialects.tool_calls`, in every message form the readers
+know.
 
 Limits: at most :data:`MAX_STEPS` steps are kept (``steps_dropped`` counts the rest by span
 kind, and a note says so); each step's arguments and result are cut at :data:`MAX_STEP_CHARS`,
@@ -32,37 +57,25 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild import target_text as texts
 from spanjudge.evaluators._rebuild.context import cap
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import read_span
-from spanjudge.evaluators._rebuild.scope import SpanTree
-from spanjudge.evaluators._rebuild.targets import Target
-from spanjudge.evaluators._rebuild.trajectory_links import (
-    Links,
-    known_agents,
-    norm,
-    owner_of,
-    tool_result,
-)
-from spanjudge.evaluators._rebuild.trajectory_read import (
-    MAX_STEP_CHARS,
+from spanjudge.evaluators._rebuild.dialects.message_text import maybe_json, message_text
+from spanjudge.evaluators._rebuild.dialects.tool_calls import (
     ToolDefinition,
     ToolRequest,
-    as_text,
-    bounded,
-    call_arguments,
-    error_of,
-    handoff_span,
-    offer_tools,
     requested_tool_calls,
-    short,
+    tools_available,
 )
+from spanjudge.evaluators._rebuild.scope import SpanTree
+from spanjudge.evaluators._rebuild.target_text import first_text, turn_text
+from spanjudge.evaluators._rebuild.targets import Target
 from spanjudge.tracer import _attributes as attrs
 
 __all__ = [
@@ -79,11 +92,23 @@ __all__ = [
     "trajectory_of",
 ]
 
+
 MAX_STEPS = 1_000
 """Steps kept per trajectory; the rest are counted in ``steps_dropped``."""
 MAX_ERRORS = 100
 PLAN_OPERATION = "plan"
 _STEP_KINDS = frozenset({"llm", "tool", "agent", "retriever"})
+MAX_STEP_CHARS = 4_000
+"""Longest argument or result of one step (JSON values are cut as their JSON text)."""
+MAX_TOOLS_AVAILABLE = 200
+"""Tool definitions kept per trajectory (the first ones, by name)."""
+TOOL_STATUS = "gen_ai.tool.status"
+EXCEPTION_EVENT = "exception"
+_HANDOFF_SPAN = re.compile(
+    r"(?i)^handoff\b(?:.*?\bfrom\s+(?P<src>\S+))?(?:.*?\bto\s+(?P<dst>\S+))?"
+)
+_TRANSFER_TOOL = re.compile(r"(?i)^transfer_to_(?P<dst>\w+)$")
+_ERROR_STATUSES = frozenset({"error", "failed", "failure"})
 
 StepKind = Literal["model_call", "tool_call", "retrieval", "agent", "handoff", "plan"]
 
@@ -188,7 +213,7 @@ def trajectory_of(tree: SpanTree, span: SpanRecord) -> Trajectory:
     if kind == "agent":
         scope: list[SpanRecord] = tree.subtree(span)
         found = Trajectory("agent", span.trace_id, span.span_id, agent=view.agent_name)
-        text_in, text_out = texts.turn_text(span, tree, {})
+        text_in, text_out = turn_text(span, tree, {})
         text_in = _task_text(tree, scope, text_in)
     elif kind == "llm":
         scope = [*tree.scope_of(span), span]
@@ -224,8 +249,8 @@ def trace_trajectory(tree: SpanTree, trace_id: str) -> Trajectory:
     agents = [s for s in spans if tree.kind(s) == "agent" and tree.collapsed_into(s) is None]
     llms = [s for s in spans if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
     found.agent = next((read_span(s).agent_name for s in agents if read_span(s).agent_name), None)
-    text_in = texts.first_text([root, *agents, *llms], "input", {})
-    text_out = texts.first_text([root, *reversed(agents), *reversed(llms)], "actual_output", {})
+    text_in = first_text([root, *agents, *llms], "input", {})
+    text_out = first_text([root, *reversed(agents), *reversed(llms)], "actual_output", {})
     _fill(found, tree, [s for s in spans if s is not root], [root])
     _texts(found, text_in, text_out)
     return found
@@ -357,7 +382,7 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
 def _task_text(tree: SpanTree, scope: list[SpanRecord], text_in: str | None) -> str | None:
     """The turn's input, unless it is data (a JSON object or list: a framework's
     configuration or state, not the user's words): then the first model call's input."""
-    if text_in is None or not isinstance(text.maybe_json(text_in), dict | list):
+    if text_in is None or not isinstance(maybe_json(text_in), dict | list):
         return text_in
     first = next(
         (s for s in scope if tree.kind(s) == "llm" and tree.collapsed_into(s) is None), None
@@ -377,3 +402,324 @@ def _texts(found: Trajectory, text_in: str | None, text_out: str | None) -> None
 
 def _evaluation(span: SpanRecord) -> bool:
     return attrs.GEN_AI_EVALUATION_NAME in span.attributes
+
+
+# ====================================================================== how steps relate
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+_MAX_NAME = 64  # a one-word argument longer than this is not an agent's name
+
+
+def norm(name: str | None) -> str:
+    """``name`` lower-cased, each run of other characters one ``_`` (``""`` for ``None``)."""
+    return _NOT_WORD.sub("_", (name or "").lower()).strip("_")
+
+
+# ====================================================================== tool results
+def tool_result(value: Any) -> Any:
+    """What a tool returned, unwrapped from text blocks or a tool message (else as given)."""
+    parsed = maybe_json(value)
+    if isinstance(parsed, list) and parsed and all(isinstance(p, Mapping) for p in parsed):
+        joined = message_text(parsed)
+        return joined if joined is not None else value
+    if isinstance(parsed, Mapping):
+        data = parsed.get("data")
+        if parsed.get("type") == "tool" and isinstance(data, Mapping):
+            parsed = data  # LangChain's serialised ToolMessage
+        if "tool" in (parsed.get("role"), parsed.get("type")) and "content" in parsed:
+            content = maybe_json(parsed["content"])
+            return tool_result(content) if isinstance(content, list) else content
+    return value
+
+
+# ====================================================================== requests
+@dataclass(slots=True)
+class Requests:
+    """The tool calls requested so far in a trajectory and not yet answered by an execution."""
+
+    by_id: dict[str, ToolRequest] = field(default_factory=dict)
+    pending: list[ToolRequest] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    def add(self, requests: list[ToolRequest]) -> None:
+        for request in requests:
+            self.pending.append(request)
+            self.names.add(norm(request.name))
+            if request.call_id:
+                self.by_id[request.call_id] = request
+
+    def answer(self, name: str, call_id: str | None) -> ToolRequest | None:
+        """The request an execution of ``name`` (call id ``call_id``) answers, taken off."""
+        found = self.by_id.get(call_id) if call_id else None
+        if found is None:
+            found = next((r for r in self.pending if norm(r.name) == norm(name)), None)
+        if found is not None:
+            self.pending = [r for r in self.pending if r is not found]
+        return found
+
+
+def requested_arguments(arguments: Any, request: ToolRequest | None) -> Any:
+    """The execution's arguments, or the request's when the span has none or only the bare
+    value of a one-argument call."""
+    asked = maybe_json(request.arguments) if request is not None else None
+    if not isinstance(asked, Mapping):
+        return arguments
+    if arguments is None or arguments == "":
+        return dict(asked)
+    if not isinstance(arguments, Mapping | list) and len(asked) == 1:
+        [only] = asked.values()
+        if str(only) == str(arguments):
+            return dict(asked)
+    return arguments
+
+
+# ====================================================================== hand-offs
+@dataclass(slots=True)
+class Agents:
+    """The agents of a trajectory's spans by normalised name (agent spans that stand for an
+    agent: kept, or a wrapper of a span of the same name; not steps folded into a turn), and
+    when each last started."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    last_start: dict[str, int] = field(default_factory=dict)
+
+    def acts_after(self, agent: str, span: SpanRecord) -> bool:
+        """Whether an agent span named ``agent`` starts at or after ``span``."""
+        return self.last_start.get(norm(agent), -1) >= span.start_time_unix_nano
+
+
+def known_agents(tree: SpanTree, spans: list[SpanRecord]) -> Agents:
+    """The :class:`Agents` of ``spans``."""
+    out = Agents()
+    for span in spans:
+        if tree.kind(span) != "agent":
+            continue
+        name = read_span(span).agent_name or span.name
+        key = norm(name)
+        out.last_start[key] = max(out.last_start.get(key, -1), span.start_time_unix_nano)
+        kept = tree.collapsed_into(span)
+        if kept is not None and norm(read_span(kept).agent_name or kept.name) != key:
+            continue
+        out.names.setdefault(key, name)
+    return out
+
+
+def named_agent(
+    name: str, arguments: Any, agents: dict[str, str], caller: str | None
+) -> str | None:
+    """The known agent (other than ``caller``) a tool call names: its name ends with the
+    agent's (the longest such), or an argument is the agent's name."""
+    tool = norm(name)
+    own = norm(caller)
+    ends = [a for a in agents if a != own and a != tool and tool.endswith("_" + a)]
+    if ends:
+        return agents[max(ends, key=len)]
+    if isinstance(arguments, Mapping):
+        for value in arguments.values():
+            if isinstance(value, str) and norm(value) in agents and norm(value) not in (own, tool):
+                return agents[norm(value)]
+    return None
+
+
+def one_word_argument(arguments: Any) -> str | None:
+    """The only argument value that is one word (an identifier, as agents' names are)."""
+    if not isinstance(arguments, Mapping):
+        return None
+    words = [
+        v
+        for v in arguments.values()
+        if isinstance(v, str) and v.strip() and len(v) <= _MAX_NAME and not re.search(r"\s", v)
+    ]
+    return words[0] if len(words) == 1 else None
+
+
+def runs_model(tree: SpanTree, span: SpanRecord) -> bool:
+    """Whether a model call runs inside ``span`` (a tool that runs an agent)."""
+    return any(tree.kind(s) == "llm" for s in tree.subtree(span))
+
+
+def handoff_target(
+    tree: SpanTree, span: SpanRecord, name: str, arguments: Any, agents: Agents, caller: str | None
+) -> tuple[bool, str | None]:
+    """``(is a hand-off, the agent handed to)`` for the tool call ``span`` (see the module
+    docstring); the agent may be unknown on a delegation that names none."""
+    named = named_agent(name, arguments, agents.names, caller)
+    if runs_model(tree, span):
+        return True, named or one_word_argument(arguments) or transfer_target(name)
+    if named is not None and agents.acts_after(named, span):
+        return True, named
+    return False, None
+
+
+# ====================================================================== one trajectory's links
+@dataclass(slots=True)
+class Links:
+    """What relates the steps of one trajectory as they are read in order: the agents of its
+    scope, the requests not yet answered, the agents handed to (normalised), and the tool
+    spans that run another agent (span id -> that agent)."""
+
+    agents: Agents
+    requests: Requests = field(default_factory=Requests)
+    handed: set[str] = field(default_factory=set)
+    delegations: dict[str, str | None] = field(default_factory=dict)
+
+    def relate(self, tree: SpanTree, span: SpanRecord, step: Step) -> None:
+        """Pair ``step`` with what came before it (see the module docstring); a tool call that
+        hands off becomes a ``handoff`` step."""
+        if step.kind == "model_call":
+            self.requests.add(step.tool_calls)
+        elif step.kind == "tool_call":
+            view = read_span(span).tool
+            request = self.requests.answer(step.name, view.call_id if view is not None else None)
+            if request is not None and norm(request.name) == norm(step.name):
+                step.name = request.name
+            step.arguments = bounded(requested_arguments(step.arguments, request))
+            handoff, target = handoff_target(
+                tree, span, step.name, step.arguments, self.agents, step.agent
+            )
+            if not handoff and transfer_target(step.name) is not None:
+                handoff, target = True, transfer_target(step.name)
+            if handoff:
+                step.kind = "handoff"
+                step.handoff_from, step.handoff_to = step.agent, target
+                if runs_model(tree, span):
+                    self.delegations[span.span_id] = target
+        if step.kind == "handoff" and step.handoff_to:
+            self.handed.add(norm(step.handoff_to))
+
+
+def owner_of(
+    tree: SpanTree,
+    span: SpanRecord,
+    memo: dict[tuple[str, str], str | None],
+    delegations: dict[str, str | None],
+) -> str | None:
+    """The name of the nearest agent enclosing ``span`` (an agent span, named as the span it
+    is folded into, or a tool that runs another agent): memoised, so a deep tree is read in
+    one pass whatever its depth (a cycle stops the walk)."""
+    path: list[tuple[str, str]] = []
+    seen = {span.span_id}
+    found: str | None = None
+    current = tree.parent(span)
+    while current is not None and current.span_id not in seen:
+        at = (current.trace_id, current.span_id)
+        if delegations.get(current.span_id):
+            found = delegations[current.span_id]
+            break
+        if at in memo:
+            found = memo[at]
+            break
+        if tree.kind(current) == "agent":
+            kept = tree.collapsed_into(current) or current
+            found = read_span(kept).agent_name or kept.name
+            break
+        seen.add(current.span_id)
+        path.append(at)
+        current = tree.parent(current)
+    for at in path:
+        memo[at] = found
+    return found
+
+
+# ====================================================================== errors, hand-offs
+def error_of(span: SpanRecord) -> str | None:
+    """What went wrong in ``span``, or ``None``: the exception event's type and message, the
+    status message, ``error.type``, a tool status of ``error``. An exception recorded on a span
+    whose status says ``OK`` was handled (LangGraph raises one to pass control between agents):
+    not the step's error."""
+    for event in span.events:
+        if event.name == EXCEPTION_EVENT and span.status_code != "OK":
+            kind = event.attributes.get("exception.type")
+            message = event.attributes.get("exception.message")
+            parts = [str(p) for p in (kind, message) if p not in (None, "")]
+            return ": ".join(parts) or "exception"
+    error_type = span.attributes.get(attrs.ERROR_TYPE)
+    if span.status_code == "ERROR":
+        detail = span.status_message or (str(error_type) if error_type else None)
+        return detail or "status ERROR"
+    if error_type not in (None, ""):
+        return str(error_type)
+    status = span.attributes.get(TOOL_STATUS)
+    if isinstance(status, str) and status.lower() in _ERROR_STATUSES:
+        return f"tool status {status}"
+    return None
+
+
+def handoff_span(span: SpanRecord) -> tuple[str | None, str | None] | None:
+    """``(from agent, to agent)`` when ``span`` records a hand-off (either may be unknown)."""
+    match = _HANDOFF_SPAN.match(span.name)
+    if match is None:
+        return None
+    a = span.attributes
+    src = _agent_attr(a, "from") or match.group("src")
+    dst = _agent_attr(a, "to") or match.group("dst")
+    return (src, dst)
+
+
+def _agent_attr(a: Mapping[str, Any], side: str) -> str | None:
+    for key, value in a.items():
+        if key.endswith((f"{side}_agent", f"handoff.{side}")) and isinstance(value, str):
+            return value
+    return None
+
+
+def transfer_target(tool_name: str) -> str | None:
+    """The agent a ``transfer_to_<agent>`` tool hands off to, else ``None``."""
+    match = _TRANSFER_TOOL.match(tool_name.strip())
+    return match.group("dst") if match else None
+
+
+# ====================================================================== values
+_PYTHON_CALL_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+
+
+def call_arguments(value: Any) -> Any:
+    """A tool's arguments as the model gave them: instrumentations of Python tools record
+    the call (``{"args": [], "kwargs": {"query": ...}}``: smolagents, LlamaIndex)."""
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("kwargs"), dict)
+        and not value.get("args")
+        and set(value) <= _PYTHON_CALL_KEYS
+    ):
+        return value["kwargs"]
+    return value
+
+
+def bounded(value: Any) -> Any:
+    """A step's value bounded at :data:`MAX_STEP_CHARS` with the reader's marker."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return short(value, MAX_STEP_CHARS, marker=True)
+    dumped = as_text(value)
+    return value if len(dumped) <= MAX_STEP_CHARS else short(dumped, MAX_STEP_CHARS, marker=True)
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        dumped: str = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+    return dumped
+
+
+def short(text: str, limit: int, *, marker: bool = False) -> str:
+    if len(text) <= limit:
+        return text
+    if marker:
+        return text[:limit] + attrs.TRUNCATION_MARKER.format(dropped=len(text) - limit)
+    return text[:limit] + "..."
+
+
+# ====================================================================== tools offered
+def offer_tools(span: SpanRecord, tools: dict[str, ToolDefinition]) -> None:
+    """Add the tools ``span`` lists to ``tools`` (by name, at most
+    :data:`MAX_TOOLS_AVAILABLE`)."""
+    for tool in tools_available(span):
+        known = tools.get(tool.name)
+        if known is None and len(tools) < MAX_TOOLS_AVAILABLE:
+            tools[tool.name] = tool
+        elif known is not None and known.description is None and tool.description:
+            tools[tool.name] = tool  # a fuller definition of a tool only named before

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spanjudge.evaluators._rebuild.dialects import message_text as text
+from spanjudge.evaluators._rebuild.dialects.message_text import is_placeholder, maybe_json
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView
 
 # attribute keys that hold a span's own input or output under some library's name
@@ -53,7 +53,7 @@ def finish(view: GenAIView, capture_setting: str) -> None:
     span = view.span
     for field_name, attr in _TEXT_FIELDS:
         value = getattr(view, attr)
-        if isinstance(value, str) and text.is_placeholder(value):
+        if isinstance(value, str) and is_placeholder(value):
             setattr(view, attr, None)
             view.note(field_name, _repr_note(span.span_id, "a value", value))
     if view.kind == "retriever" and not view.document_texts:
@@ -67,7 +67,7 @@ def finish(view: GenAIView, capture_setting: str) -> None:
     if view.documents:
         dropped = 0
         for doc in view.documents:
-            if doc.text is not None and text.is_placeholder(doc.text):
+            if doc.text is not None and is_placeholder(doc.text):
                 doc.text, dropped = None, dropped + 1
         if dropped and not view.document_texts:
             view.note(
@@ -115,9 +115,9 @@ def _placeholder_attribute(
     for key, value in attributes.items():
         if not isinstance(value, str) or not key.endswith(suffixes):
             continue
-        parsed = text.maybe_json(value)
+        parsed = maybe_json(value)
         sample = _first_string(parsed)
-        if sample is not None and text.is_placeholder(sample):
+        if sample is not None and is_placeholder(sample):
             return key, sample
     return None
 

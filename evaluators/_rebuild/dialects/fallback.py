@@ -26,7 +26,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    assistant_text,
+    is_message,
+    last_user_text,
+    maybe_json,
+    role,
+    system_text,
+)
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView, ViewKind
 
 NAME = "generic"
@@ -49,9 +56,9 @@ def read(view: GenAIView) -> None:
         return
     inputs, outputs, where = found
     view.kind = "llm"
-    view.input_text = text.last_user_text(inputs)
-    view.system_text = text.system_text(inputs)
-    view.output_text = text.assistant_text(outputs)
+    view.input_text = last_user_text(inputs)
+    view.system_text = system_text(inputs)
+    view.output_text = assistant_text(outputs)
     view.model = _model(outputs) or _model(inputs)
     for field_name in ("input", "system", "actual_output"):
         view.source(field_name, f"inferred: {RULE}, {where}")
@@ -79,16 +86,16 @@ def _read(span: SpanRecord) -> tuple[list[Any], list[Any], str] | None:
 def _messages(raw: str, want_role: str) -> list[Any] | None:
     """The message list in ``raw`` (a list, or a mapping holding one) when one of its messages
     has ``want_role``."""
-    parsed = text.maybe_json(raw)
+    parsed = maybe_json(raw)
     candidates: list[list[Any]] = []
     if isinstance(parsed, list):
         candidates.append(parsed)
     elif isinstance(parsed, Mapping):
         candidates.extend(v for v in parsed.values() if isinstance(v, list))
-        if text.is_message(parsed):
+        if is_message(parsed):
             candidates.append([parsed])
     for items in candidates:
-        if any(text.is_message(m) and text.role(m) == want_role for m in items):
+        if any(is_message(m) and role(m) == want_role for m in items):
             return items
     return None
 

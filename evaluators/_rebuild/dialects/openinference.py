@@ -15,8 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv, tool_calls
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    INPUT_KEYS,
+    OUTPUT_KEYS,
+    assistant_text,
+    captured_text,
+    document_texts,
+    last_user_text,
+    maybe_json,
+    system_text,
+)
 from spanjudge.evaluators._rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -67,10 +76,10 @@ def read(view: GenAIView) -> None:
     redacted = any(v == REDACTED for v in a.values())
     inputs, outputs = _messages(a)
     if inputs:
-        view.input_text = _clean(text.last_user_text(inputs))
-        view.system_text = _clean(text.system_text(inputs))
+        view.input_text = _clean(last_user_text(inputs))
+        view.system_text = _clean(system_text(inputs))
     if outputs:
-        view.output_text = _clean(text.assistant_text(outputs))
+        view.output_text = _clean(assistant_text(outputs))
         if view.output_text is None:
             _tool_call_answer(view, outputs)
     if view.input_text is None:
@@ -87,8 +96,8 @@ def read(view: GenAIView) -> None:
         name = _str(a.get("tool.name")) or view.span.name
         view.tool = ToolCallView(
             name=name,
-            arguments=text.maybe_json(_clean(_str(a.get("input.value")))),
-            result=text.maybe_json(_clean(_str(a.get("output.value")))),
+            arguments=maybe_json(_clean(_str(a.get("input.value")))),
+            result=maybe_json(_clean(_str(a.get("output.value")))),
             description=_str(a.get("tool.description")),
         )
     if redacted or _hidden(view):
@@ -142,12 +151,12 @@ def _value_text(view: GenAIView, key: str, field_name: str) -> str | None:
     value = semconv.raw(view, key, field_name)
     if not isinstance(value, str) or not value.strip():
         return None
-    parsed = text.maybe_json(value)
+    parsed = maybe_json(value)
     want_input = field_name == "input"
     if isinstance(parsed, Mapping) and isinstance(parsed.get("choices"), list):
-        return text.assistant_text(parsed["choices"])  # a raw chat completion response
-    keys = text.INPUT_KEYS if want_input else text.OUTPUT_KEYS
-    return text.captured_text(parsed, keys, want_input)
+        return assistant_text(parsed["choices"])  # a raw chat completion response
+    keys = INPUT_KEYS if want_input else OUTPUT_KEYS
+    return captured_text(parsed, keys, want_input)
 
 
 def _documents(view: GenAIView) -> list[Document] | None:
@@ -167,10 +176,10 @@ def _documents(view: GenAIView) -> list[Document] | None:
             doc.score = float(value)
     if docs:
         return [docs[i] for i in sorted(docs)]
-    value = text.maybe_json(a.get("retrieval.documents"))  # the JSON form
+    value = maybe_json(a.get("retrieval.documents"))  # the JSON form
     if isinstance(value, list):
-        return [Document(t) for t in text.document_texts(value)]
-    texts = text.document_texts(text.maybe_json(a.get("output.value")))
+        return [Document(t) for t in document_texts(value)]
+    texts = document_texts(maybe_json(a.get("output.value")))
     return [Document(t) for t in texts] if texts else None
 
 

@@ -6,8 +6,8 @@ agent and retrieval spans; a retrieval lists its documents (``id``, ``score``, `
 from __future__ import annotations
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
+from spanjudge.evaluators._rebuild.dialects.message_text import document_texts
 from spanjudge.evaluators._rebuild.dialects.view import Document, GenAIView
 from spanjudge.tracer import _attributes as attrs
 
@@ -28,7 +28,7 @@ def read(view: GenAIView) -> None:
     view.user_id = user if isinstance(user, str) and user else None
     if view.kind == "retriever":
         value = semconv.raw(view, attrs.GEN_AI_OUTPUT_MESSAGES, "retrieval_context")
-        texts = text.document_texts(value)
+        texts = document_texts(value)
         if texts:
             view.documents = [Document(t) for t in texts]
         query = a.get(attrs.GEN_AI_RETRIEVAL_QUERY_TEXT)

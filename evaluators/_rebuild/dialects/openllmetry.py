@@ -18,8 +18,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    DOC_TEXT_KEYS,
+    INPUT_KEYS,
+    OUTPUT_KEYS,
+    captured_text,
+    document_texts,
+    maybe_json,
+)
 from spanjudge.evaluators._rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -69,7 +76,7 @@ def read(view: GenAIView) -> None:
         view.output_text = _text(entity_out, want_input=False)
     elif view.kind == "retriever":
         view.input_text = _text(entity_in, want_input=True)
-        view.documents = [Document(t) for t in text.document_texts(entity_out)]
+        view.documents = [Document(t) for t in document_texts(entity_out)]
     elif view.kind == "tool":
         view.tool = ToolCallView(
             name=_str(a.get("traceloop.entity.name")) or view.span.name,
@@ -98,7 +105,7 @@ def kind_of(span: SpanRecord) -> ViewKind | None:
     if loop_kind == "task":
         name = str(a.get("traceloop.entity.name") or span.name).lower()
         if any(word in name for word in _RETRIEVAL_WORDS) or _is_documents(
-            text.maybe_json(a.get(ENTITY_OUTPUT) or a.get(TASK_OUTPUT))
+            maybe_json(a.get(ENTITY_OUTPUT) or a.get(TASK_OUTPUT))
         ):
             return "retriever"
         return "chain"
@@ -112,8 +119,7 @@ def _is_documents(value: Any) -> bool:
         isinstance(value, list)
         and bool(value)
         and all(
-            isinstance(item, Mapping) and any(k in item for k in text.DOC_TEXT_KEYS)
-            for item in value
+            isinstance(item, Mapping) and any(k in item for k in DOC_TEXT_KEYS) for item in value
         )
     )
 
@@ -122,7 +128,7 @@ def _entity(view: GenAIView, key: str, newer: str, field_name: str) -> Any:
     value = semconv.raw(view, key, field_name)
     if value is None:
         value = semconv.raw(view, newer, field_name)
-    return text.maybe_json(value)
+    return maybe_json(value)
 
 
 def _arguments(value: Any) -> Any:
@@ -148,8 +154,8 @@ def _text(value: Any, *, want_input: bool) -> str | None:
             value = value["args"][0]
     elif isinstance(value, Mapping) and isinstance(value.get("outputs"), Mapping | str):
         value = value["outputs"]
-    keys = text.INPUT_KEYS if want_input else text.OUTPUT_KEYS
-    return text.captured_text(value, keys, want_input)
+    keys = INPUT_KEYS if want_input else OUTPUT_KEYS
+    return captured_text(value, keys, want_input)
 
 
 def _no_content(a: Mapping[str, Any]) -> bool:

@@ -14,8 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    ASSISTANT_ROLES,
+    OUTPUT_KEYS,
+    assistant_text,
+    captured_text,
+    last_user_text,
+    maybe_json,
+    role,
+)
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView, ViewKind
 from spanjudge.tracer import _attributes as attrs
 
@@ -48,7 +56,7 @@ def read(view: GenAIView) -> None:
     a = view.span.attributes
     view.kind = kind_of(view.span)
     view.agent_name = _str(a.get(attrs.GEN_AI_AGENT_NAME)) or _str(a.get("agent_name"))
-    metadata = text.maybe_json(a.get("metadata"))
+    metadata = maybe_json(a.get("metadata"))
     if isinstance(metadata, Mapping):
         view.user_id = _str(metadata.get("user_id"))
         view.conversation_id = _str(metadata.get("session_id")) or _str(
@@ -59,15 +67,13 @@ def read(view: GenAIView) -> None:
     )
     if view.kind == "agent":
         if history:
-            view.input_text = text.last_user_text(history)
+            view.input_text = last_user_text(history)
         final = semconv.raw(view, FINAL_RESULT, "actual_output")
         if final is not None:
-            view.output_text = text.captured_text(
-                text.maybe_json(final), text.OUTPUT_KEYS, want_input=False
-            )
+            view.output_text = captured_text(maybe_json(final), OUTPUT_KEYS, want_input=False)
         elif history:
-            last = [m for m in history if text.role(m) in text.ASSISTANT_ROLES][-1:]
-            view.output_text = text.assistant_text(last)
+            last = [m for m in history if role(m) in ASSISTANT_ROLES][-1:]
+            view.output_text = assistant_text(last)
     semconv.read(view)
     if view.kind in ("agent", "llm") and _content_dropped(view, history):
         view.capture_off = CAPTURE_SETTING

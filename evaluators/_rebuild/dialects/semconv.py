@@ -24,8 +24,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import tool_calls
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    MAX_RAW_CHARS,
+    as_messages,
+    assistant_text,
+    document_texts,
+    indexed,
+    last_user_text,
+    maybe_json,
+    message_text,
+    nonempty,
+    system_text,
+)
 from spanjudge.evaluators._rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -97,11 +108,11 @@ def raw(view: GenAIView, key: str, field_name: str, source: Mapping[str, Any] | 
     """An attribute value (from ``source``, default the span), or None with a note when it is
     over the parse limit."""
     value = (view.span.attributes if source is None else source).get(key)
-    if isinstance(value, str) and len(value) > text.MAX_RAW_CHARS:
+    if isinstance(value, str) and len(value) > MAX_RAW_CHARS:
         view.note(
             field_name,
             f"{key} on span {view.span.span_id} is {len(value)} chars, "
-            f"over the {text.MAX_RAW_CHARS}-char parse limit",
+            f"over the {MAX_RAW_CHARS}-char parse limit",
         )
         return None
     return value
@@ -114,7 +125,7 @@ def messages(view: GenAIView, key: str, field_name: str, source: Any = None) -> 
     if value is None:
         return None
     if not isinstance(value, str):
-        return text.as_messages(value)
+        return as_messages(value)
     try:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
@@ -125,7 +136,7 @@ def messages(view: GenAIView, key: str, field_name: str, source: Any = None) -> 
         return None
     if isinstance(parsed, str):
         return [parsed] if parsed.strip() else None
-    found = text.as_messages(parsed)
+    found = as_messages(parsed)
     if found is None:
         view.note(field_name, f"{key} on span {view.span.span_id} is not a message list")
     return found
@@ -193,8 +204,8 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
     if view.input_text is None or view.system_text is None:
         found = messages(view, attrs.GEN_AI_INPUT_MESSAGES, "input", source)
         if found:
-            view.input_text = view.input_text or text.last_user_text(found)
-            view.system_text = view.system_text or text.system_text(found)
+            view.input_text = view.input_text or last_user_text(found)
+            view.system_text = view.system_text or system_text(found)
             if view.input_text is None:
                 view.note(
                     "input",
@@ -203,7 +214,7 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
     if view.output_text is None:
         found = messages(view, attrs.GEN_AI_OUTPUT_MESSAGES, "actual_output", source)
         if found:
-            view.output_text = text.assistant_text(found) or tool_calls.final_answer_of(found)
+            view.output_text = assistant_text(found) or tool_calls.final_answer_of(found)
             if view.output_text is None and tool_calls.only_tool_calls(found):
                 view.note(
                     "actual_output",
@@ -218,7 +229,7 @@ def _read_messages(view: GenAIView, source: Mapping[str, Any]) -> None:
     if view.system_text is None:
         found = messages(view, attrs.GEN_AI_SYSTEM_INSTRUCTIONS, "system", source)
         if found:
-            texts = [t for t in (text.message_text(p) for p in found) if t]
+            texts = [t for t in (message_text(p) for p in found) if t]
             view.system_text = "\n".join(texts) or None
 
 
@@ -227,40 +238,40 @@ def _read_legacy(view: GenAIView) -> None:
     for prefix, want_input in ((attrs.GEN_AI_PROMPT, True), (attrs.GEN_AI_COMPLETION, False)):
         if (view.input_text if want_input else view.output_text) is not None:
             continue
-        items = text.indexed(a, _INDEXED[prefix])
+        items = indexed(a, _INDEXED[prefix])
         if not items:
             plain = raw(view, prefix, "input" if want_input else "actual_output")
             found: list[Any] | None
             if isinstance(plain, str) and plain.lstrip()[:1] not in ("[", "{"):
                 found = [plain] if plain.strip() else None
             else:
-                found = text.as_messages(plain)
+                found = as_messages(plain)
             if not found:
                 continue
             items = found
         if not items:
             continue
         if want_input:
-            view.input_text = text.last_user_text(items)
-            view.system_text = view.system_text or text.system_text(items)
+            view.input_text = last_user_text(items)
+            view.system_text = view.system_text or system_text(items)
         else:
-            view.output_text = text.assistant_text(items)
+            view.output_text = assistant_text(items)
 
 
 def _event_text(attributes: Mapping[str, Any], want_input: bool) -> str | None:
     for key in ("content", attrs.GEN_AI_PROMPT, attrs.GEN_AI_COMPLETION):
         value = attributes.get(key)
         if isinstance(value, str) and value.strip():
-            found = text.as_messages(value)
+            found = as_messages(value)
             if found and not (len(found) == 1 and isinstance(found[0], str)):
-                picked = text.last_user_text(found) if want_input else text.assistant_text(found)
-                if picked or text.maybe_json(value) is not value:
+                picked = last_user_text(found) if want_input else assistant_text(found)
+                if picked or maybe_json(value) is not value:
                     return picked  # a structure without text is not text
             return value
     for key in ("message", "gen_ai.event.content", "body"):
-        value = text.maybe_json(attributes.get(key))
+        value = maybe_json(attributes.get(key))
         if isinstance(value, Mapping | str | list):  # a list: bare content blocks
-            picked = text.nonempty(text.message_text(value))
+            picked = nonempty(message_text(value))
             if picked:
                 return picked
     return None
@@ -313,7 +324,7 @@ def _read_events(view: GenAIView) -> None:
 
 def _read_documents(view: GenAIView) -> None:
     for key in (attrs.GEN_AI_RETRIEVAL_DOCUMENTS, MEMORY_RECORDS):
-        parsed = text.maybe_json(raw(view, key, "retrieval_context"))
+        parsed = maybe_json(raw(view, key, "retrieval_context"))
         if isinstance(parsed, list):
             view.documents = [_document(item) for item in parsed]
             return
@@ -321,7 +332,7 @@ def _read_documents(view: GenAIView) -> None:
 
 def _document(item: Any) -> Document:
     if isinstance(item, Mapping):
-        texts = text.document_texts([item])
+        texts = document_texts([item])
         score = item.get("score")
         ident = item.get("id")
         return Document(
@@ -353,8 +364,8 @@ def _read_tool(view: GenAIView) -> None:
             result = event.attributes.get("message", event.attributes.get("content"))
     view.tool = ToolCallView(
         name=name,
-        arguments=text.maybe_json(arguments),
-        result=text.maybe_json(result),
+        arguments=maybe_json(arguments),
+        result=maybe_json(result),
         call_id=_str(a.get(attrs.GEN_AI_TOOL_CALL_ID)),
         description=_str(a.get(attrs.GEN_AI_TOOL_DESCRIPTION)),
     )

@@ -8,8 +8,14 @@ import json
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    INPUT_KEYS,
+    OUTPUT_KEYS,
+    captured_text,
+    document_texts,
+    maybe_json,
+)
 from spanjudge.evaluators._rebuild.dialects.view import (
     Document,
     GenAIView,
@@ -64,7 +70,7 @@ def read(view: GenAIView) -> None:
 
 def _json(view: GenAIView, key: str, field_name: str) -> Any:
     value = semconv.raw(view, key, field_name)
-    return text.maybe_json(value)
+    return maybe_json(value)
 
 
 def captured(view: GenAIView, key: str, field_name: str) -> str | None:
@@ -84,15 +90,15 @@ def captured(view: GenAIView, key: str, field_name: str) -> str | None:
             return None
     else:
         parsed = value
-    keys = text.INPUT_KEYS if field_name == "input" else text.OUTPUT_KEYS
-    return text.captured_text(parsed, keys, field_name == "input")
+    keys = INPUT_KEYS if field_name == "input" else OUTPUT_KEYS
+    return captured_text(parsed, keys, field_name == "input")
 
 
 def _read_documents(view: GenAIView) -> None:
     value = semconv.raw(view, attrs.SPANJUDGE_RETRIEVAL_DOCUMENTS_CONTENT, "retrieval_context")
     if value is None:
         return
-    parsed = text.maybe_json(value)
+    parsed = maybe_json(value)
     if isinstance(value, str) and parsed is value and value.lstrip()[:1] in ("[", "{"):
         hint = (
             " (cut by the tracer's size limit)"
@@ -105,8 +111,8 @@ def _read_documents(view: GenAIView) -> None:
             f"is not valid JSON{hint}",
         )
         return
-    texts = text.document_texts(parsed)
-    ids = text.maybe_json(view.span.attributes.get(attrs.GEN_AI_RETRIEVAL_DOCUMENTS))
+    texts = document_texts(parsed)
+    ids = maybe_json(view.span.attributes.get(attrs.GEN_AI_RETRIEVAL_DOCUMENTS))
     docs = [Document(t) for t in texts]
     if isinstance(ids, list) and len(ids) == len(docs):
         for doc, item in zip(docs, ids, strict=True):

@@ -15,8 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge.evaluators._rebuild.dialects import message_text as text
 from spanjudge.evaluators._rebuild.dialects import semconv
+from spanjudge.evaluators._rebuild.dialects.message_text import (
+    as_messages,
+    last_user_text,
+    maybe_json,
+    system_text,
+)
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView, ToolCallView, ViewKind
 
 NAME = "vercel-ai"
@@ -58,21 +63,21 @@ def read(view: GenAIView) -> None:
     if view.kind == "tool":
         view.tool = ToolCallView(
             name=_str(a.get("ai.toolCall.name")) or view.span.name,
-            arguments=text.maybe_json(a.get("ai.toolCall.args")),
-            result=text.maybe_json(a.get("ai.toolCall.result")),
+            arguments=maybe_json(a.get("ai.toolCall.args")),
+            result=maybe_json(a.get("ai.toolCall.result")),
             call_id=_str(a.get("ai.toolCall.id")),
         )
     else:
         prompt = semconv.messages(view, "ai.prompt.messages", "input")
-        call = text.maybe_json(semconv.raw(view, "ai.prompt", "input"))
+        call = maybe_json(semconv.raw(view, "ai.prompt", "input"))
         if isinstance(call, Mapping):
-            prompt = prompt or text.as_messages(call.get("messages"))
+            prompt = prompt or as_messages(call.get("messages"))
             if prompt is None and isinstance(call.get("prompt"), str):
                 prompt = [{"role": "user", "content": call["prompt"]}]
             view.system_text = _str(call.get("system"))
         if prompt:
-            view.input_text = text.last_user_text(prompt)
-            view.system_text = view.system_text or text.system_text(prompt)
+            view.input_text = last_user_text(prompt)
+            view.system_text = view.system_text or system_text(prompt)
         answer = semconv.raw(view, "ai.response.text", "actual_output")
         if answer is None:
             answer = semconv.raw(view, "ai.response.object", "actual_output")

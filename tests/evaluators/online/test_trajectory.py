@@ -14,6 +14,7 @@ from spanjudge._core.span_record import SpanEvent, SpanRecord
 from spanjudge._receive.decode import PROTOBUF, decode_traces
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.evaluators._rebuild.cases import default_case
+from spanjudge.evaluators._rebuild.dialects.tool_calls import requested_tool_calls
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import conversation_target, find_targets
 from spanjudge.evaluators._rebuild.trajectory import (
@@ -24,7 +25,6 @@ from spanjudge.evaluators._rebuild.trajectory import (
     trajectory_for,
     trajectory_of,
 )
-from spanjudge.evaluators._rebuild.trajectory_read import requested_tool_calls
 from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 

@@ -1,4 +1,4 @@
-"""The general rules that relate a trajectory's steps (trajectory_links, inference): tool results
+"""The general rules that relate a trajectory's steps (trajectory, inference): tool results
 unwrapped, executions paired with the model's requests, hand-offs read from what a tool call
 names or runs, the span around agents that hand off read as the turn. Every span here is made
 up, with names no framework uses, so a rule that only matched one framework's names fails."""
@@ -16,8 +16,7 @@ from spanjudge._core.span_record import SpanEvent, SpanRecord
 from spanjudge.evaluators._rebuild.inference import HANDOFF_TURN_RULE
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import find_targets
-from spanjudge.evaluators._rebuild.trajectory import Trajectory, trajectory_of
-from spanjudge.evaluators._rebuild.trajectory_links import norm, tool_result
+from spanjudge.evaluators._rebuild.trajectory import Trajectory, norm, tool_result, trajectory_of
 from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.online.spans import Trace
 
