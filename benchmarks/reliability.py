@@ -667,7 +667,7 @@ class DiskFull(Fault):
 
     def _fill(self, attributes: dict[str, str], limit: int) -> None:
         from spanjudge._core.span_record import SpanRecord
-        from spanjudge._store.models import StoreError
+        from spanjudge.errors import StoreError
 
         try:
             for _ in range(limit):

@@ -36,10 +36,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from spanjudge._store.models import StoreError
 from spanjudge._store.partitions import DAY_NS, DAY_SECONDS, Partitions, arrival_day
 from spanjudge._store.postgres import PostgresStore
 from spanjudge._store.spans import SpanQueries
+from spanjudge.errors import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 DAYS = 10

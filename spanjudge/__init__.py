@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spanjudge._version import __version__
-
 # --- tracer (eager: OpenTelemetry API + stdlib only) ----------------------------------------
 # configure() imports the SDK and the OTLP exporter inside its body, so this stays light.
 from spanjudge.configure import Tracing, configure
@@ -50,6 +48,7 @@ from spanjudge.errors import (
     StoreError,
 )
 from spanjudge.tracer import SpanHandle, conversation, current_span, observe
+from spanjudge.tracer._version import __version__
 
 # What a type checker sees for the lazy names below: the same objects, imported for real.
 # Keep this block and _LAZY in step (tests/test_public_api.py checks that they are).

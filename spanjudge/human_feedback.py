@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_ANNOTATOR_CHARS",
     "MAX_NOTE_CHARS",
-    "FeedbackError",
     "FeedbackIn",
     "feedback",
     "feedback_http_sink",

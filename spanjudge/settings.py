@@ -45,7 +45,7 @@ from pydantic_settings import (
 from spanjudge._core.kinds import OUTPUTS, Output
 from spanjudge._receive.limits import MAX_BODY_BYTES, MAX_DECOMPRESSED_BYTES
 from spanjudge._store import DEFAULT_STORE_URL
-from spanjudge.errors import ConfigError as ConfigError
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number

@@ -29,7 +29,8 @@ from spanjudge._core.backoff import delay_after
 from spanjudge._core.log_text import log_text
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store.base import JudgeCache, SpanStore
-from spanjudge._store.models import Job, StoreError
+from spanjudge._store.models import Job
+from spanjudge.errors import StoreError
 from spanjudge.evaluators._loop.batch_spans import BatchSpans, by_id
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.outage import TRANSIENT_ERRORS, JudgeHealth

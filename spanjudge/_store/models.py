@@ -11,9 +11,6 @@ from typing import NamedTuple
 from spanjudge._core.kinds import TargetType
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 
-# the store's one error, in the tree of spanjudge.errors; re-exported where the stores take it
-from spanjudge.errors import StoreError as StoreError
-
 # A trace whose root span never arrives (a remote parent, a lost span) still settles, after this
 # many settle periods without a new span, so orphans cannot hang in the backlog forever.
 ORPHAN_SETTLE_FACTOR = 10.0

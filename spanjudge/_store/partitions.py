@@ -35,8 +35,8 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg import errors, sql
 
-from spanjudge._store.models import StoreError
 from spanjudge._store.sql_base import Cursor
+from spanjudge.errors import StoreError
 
 DAY_SECONDS = 86_400
 DAY_NS = DAY_SECONDS * 1_000_000_000

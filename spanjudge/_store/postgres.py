@@ -23,10 +23,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.urls import redact_url
-from spanjudge._store.models import OutboxEntry, StoreError
+from spanjudge._store.models import OutboxEntry
 from spanjudge._store.partitions import Partitions, write_days
 from spanjudge._store.sql import Cursor, SqlStore
 from spanjudge._store.sql_base import wall
+from spanjudge.errors import StoreError
 
 # Below this many rows a batch is inserted row by row (COPY has a fixed cost).
 _COPY_MIN_ROWS = 32

@@ -22,7 +22,6 @@ from spanjudge._store.feedback import FeedbackQueries
 from spanjudge._store.jobs import JobQueries
 from spanjudge._store.judge_cache import JudgeCacheQueries
 from spanjudge._store.logs import LogQueries
-from spanjudge._store.models import StoreError
 from spanjudge._store.outbox import OutboxQueries
 from spanjudge._store.results import ResultQueries
 from spanjudge._store.schema import (
@@ -35,6 +34,7 @@ from spanjudge._store.spans import SpanQueries
 from spanjudge._store.sql_base import Cursor, SqlCore
 from spanjudge._store.stats import StatsQueries
 from spanjudge._store.summaries import SummaryQueries
+from spanjudge.errors import StoreError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
 

@@ -29,9 +29,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
-from spanjudge._store.models import StoreError
 from spanjudge._store.sql import Cursor, SqlStore
-from spanjudge.errors import ConfigError
+from spanjudge.errors import ConfigError, StoreError
 
 MEMORY = ":memory:"
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from spanjudge._version import __version__
 from spanjudge.cli.common import (
     EXIT_CODES_HELP,
     SpanjudgeGroup,
@@ -27,6 +26,7 @@ from spanjudge.cli.common import (
     usage_error,
 )
 from spanjudge.cli.review import COMMANDS as REVIEW_COMMANDS
+from spanjudge.tracer._version import __version__
 
 if TYPE_CHECKING:
     from rich.tree import Tree

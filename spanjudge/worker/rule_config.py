@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from spanjudge._core.kinds import MetricName
-from spanjudge.settings import ConfigError, RuleConfig, WorkerSettings
+from spanjudge.errors import ConfigError
+from spanjudge.settings import RuleConfig, WorkerSettings
 
 
 def import_object(path: str, what: str) -> Any:

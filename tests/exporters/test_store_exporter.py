@@ -16,8 +16,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.base import SpanStore
-from spanjudge._store.models import StoreError
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 from spanjudge.exporters._store_spans import (
     QUEUE_FULL,
     SHUTDOWN,

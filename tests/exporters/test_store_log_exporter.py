@@ -23,8 +23,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from spanjudge._core.span_record import LogEvent
-from spanjudge._store.models import StoreError
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 from spanjudge.exporters._store_logs import (
     StoreLogExporter,
     log_to_event,

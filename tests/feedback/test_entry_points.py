@@ -18,9 +18,9 @@ import spanjudge
 from spanjudge._receive.receiver import create_receiver_app
 from spanjudge._store.base import SpanStore
 from spanjudge.cli.app import cli
+from spanjudge.errors import FeedbackError
 from spanjudge.human_feedback import (
     MAX_NOTE_CHARS,
-    FeedbackError,
     feedback_http_sink,
     parse_feedback,
     record_feedback,

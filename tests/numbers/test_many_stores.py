@@ -21,7 +21,8 @@ from spanjudge._store import open_store
 from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
 from spanjudge.cli.app import cli
-from spanjudge.settings import ConfigError, load_settings
+from spanjudge.errors import ConfigError
+from spanjudge.settings import load_settings
 from spanjudge.worker.numbers import NumbersConfig
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name
 

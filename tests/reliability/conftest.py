@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import CollectorRegistry
 
 from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
-from spanjudge._store.models import StoreError
+from spanjudge.errors import StoreError
 from spanjudge.testing import ScriptedJudgeServer
 from tests.reliability.probes import NO_OPINIONS
 from tests.support.clock import Clock

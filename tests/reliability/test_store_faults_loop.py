@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.base import SpanStore
-from spanjudge._store.models import StoreError
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule

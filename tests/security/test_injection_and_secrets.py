@@ -45,13 +45,13 @@ from spanjudge._receive import receiver as receiver_module
 from spanjudge._receive.receiver import BackgroundServer, create_receiver_app, serve_receiver
 from spanjudge._store import open_store
 from spanjudge._store.base import SpanStore
-from spanjudge._store.models import StoreError
+from spanjudge.errors import ConfigError, StoreError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
-from spanjudge.settings import ConfigError, WorkerSettings, load_settings
+from spanjudge.settings import WorkerSettings, load_settings
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from spanjudge.tracer import _attributes as attrs
 from spanjudge.tracer import _capture as capture

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from spanjudge._store.base import SpanStore
-from spanjudge._store.models import StoreError
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 
 if TYPE_CHECKING:
     from spanjudge._store.postgres import PostgresStore

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.settings import ConfigError, load_settings
+from spanjudge.errors import ConfigError
+from spanjudge.settings import load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge.settings import ConfigError, load_settings
+from spanjudge.errors import ConfigError
+from spanjudge.settings import load_settings
 from spanjudge.worker.service import build_rules
 from tests.worker.rules_module import NO_JUDGE, custom_case
 

@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
-from spanjudge.settings import ConfigError, load_settings
+from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.service import build_rules

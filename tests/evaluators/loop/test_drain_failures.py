@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge._store.models import StoreError
+from spanjudge.errors import StoreError
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.drain import Drain
 from spanjudge.evaluators._plan.planner import TickReport

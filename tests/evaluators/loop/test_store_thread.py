@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spanjudge._store.models import StoreError
+from spanjudge.errors import StoreError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
 from spanjudge.evaluators._plan.rules import Rule

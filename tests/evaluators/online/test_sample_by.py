@@ -11,6 +11,7 @@ import pytest
 
 from spanjudge._core.span_record import FeedbackRecord
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
 from spanjudge.evaluators._plan.consistent import keeps, key_kept
@@ -21,7 +22,7 @@ from spanjudge.evaluators._plan.sampler import (
     presample_blockers,
     upstream_rate,
 )
-from spanjudge.settings import ConfigError, load_settings
+from spanjudge.settings import load_settings
 from spanjudge.worker.service import build_rules
 from tests.evaluators.online.spans import Trace
 

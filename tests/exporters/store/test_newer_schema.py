@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from spanjudge._store.base import SpanStore
-from spanjudge._store.models import StoreError
 from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 from tests.support.stores import POSTGRES_URL, StoreFactory, schema_name, stores_on
 
 NEWER = 99

@@ -18,8 +18,9 @@ import psycopg
 import pytest
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.models import JobSpec, StoreError
+from spanjudge._store.models import JobSpec
 from spanjudge._store.sqlite import SQLiteStore
+from spanjudge.errors import StoreError
 from spanjudge.exporters._store_spans import STORE_ERROR, StoreSpanExporter
 from tests.support.sqlite_lock import locked_by_another_process
 from tests.support.stores import POSTGRES_URL, open_postgres
