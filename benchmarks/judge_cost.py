@@ -41,8 +41,7 @@ from spanjudge.evaluators._judge.evaluate import evaluate
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric, truth_cache
-from spanjudge.evaluators._judge.metrics.geval import GEval
-from spanjudge.evaluators._judge.metrics.geval_conversation import ConversationalGEval
+from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
 from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn

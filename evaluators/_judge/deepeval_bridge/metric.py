@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spanjudge.errors import ConfigError, ConfigTypeError
+from spanjudge.errors import ConfigError, ConfigTypeError, MetricError
 from spanjudge.evaluators._judge.deepeval_bridge.cases import to_deepeval_case
 from spanjudge.evaluators._judge.deepeval_bridge.model import Spend, measuring
 from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import (
@@ -29,7 +29,6 @@ from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import (
 from spanjudge.evaluators._judge.metrics.base import (
     EVALUATION_ERROR,
     MISSING_FIELD,
-    MetricError,
     _judge_error_type,
 )
 from spanjudge.evaluators._judge.metrics.identity import (

@@ -36,15 +36,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-# the judge errors live in the tree of spanjudge.errors; re-exported here, where the judges
-# package and older code import them from
-from spanjudge.errors import ConfigError
-from spanjudge.errors import JudgeConnectionError as JudgeConnectionError
-from spanjudge.errors import JudgeError as JudgeError
-from spanjudge.errors import JudgeRateLimitError as JudgeRateLimitError
-from spanjudge.errors import JudgeResponseError as JudgeResponseError
-from spanjudge.errors import JudgeServerError as JudgeServerError
-from spanjudge.errors import JudgeTimeoutError as JudgeTimeoutError
+from spanjudge.errors import ConfigError, JudgeError, JudgeResponseError
 from spanjudge.evaluators._judge.judges.answers import json_instruction, parse_answer
 from spanjudge.evaluators._judge.judges.slots import Slots
 

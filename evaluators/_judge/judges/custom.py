@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spanjudge.evaluators._judge.judges.base import Judge, JudgeError, Messages, Usage
+from spanjudge.errors import JudgeError
+from spanjudge.evaluators._judge.judges.base import Judge, Messages, Usage
 
 
 class DeepEvalModelJudge(Judge):

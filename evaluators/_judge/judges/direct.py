@@ -43,13 +43,14 @@ import pydantic_core
 if TYPE_CHECKING:
     import aiohttp
 
-from spanjudge.errors import ConfigError, SpanjudgeError
-from spanjudge.evaluators._judge.judges.base import (
+from spanjudge.errors import (
+    ConfigError,
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
     JudgeServerError,
     JudgeTimeoutError,
+    SpanjudgeError,
 )
 
 log = logging.getLogger("spanjudge.judge")

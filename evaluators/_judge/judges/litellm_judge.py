@@ -18,15 +18,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spanjudge.errors import ConfigError
-from spanjudge.evaluators._judge.judges.base import (
-    Completion,
-    Judge,
+from spanjudge.errors import (
+    ConfigError,
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
     JudgeServerError,
     JudgeTimeoutError,
+)
+from spanjudge.evaluators._judge.judges.base import (
+    Completion,
+    Judge,
     Messages,
     Usage,
     call_options,

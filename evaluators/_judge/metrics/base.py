@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
-from spanjudge.errors import ConfigError
-from spanjudge.errors import MetricError as MetricError
-from spanjudge.errors import MissingFieldError as MissingFieldError
+from spanjudge.errors import ConfigError, JudgeError, MetricError, MissingFieldError
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 
@@ -336,8 +334,6 @@ class BaseMetric(ABC):
 
 
 def _judge_error_type(exc: BaseException) -> str | None:
-    from spanjudge.evaluators._judge.judges.base import JudgeError
-
     if isinstance(exc, JudgeError):
         return str(getattr(exc, "error_type", None) or "judge_error")
     return None

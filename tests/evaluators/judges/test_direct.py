@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from spanjudge.evaluators._judge.judges.base import (
+from spanjudge.errors import (
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,

@@ -13,9 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from pydantic import BaseModel
 
-from spanjudge.evaluators._judge.judges import resolve_judge
-from spanjudge.evaluators._judge.judges.answers import extract_json, parse_answer
-from spanjudge.evaluators._judge.judges.base import (
+from spanjudge.errors import (
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
@@ -23,6 +21,8 @@ from spanjudge.evaluators._judge.judges.base import (
     JudgeServerError,
     JudgeTimeoutError,
 )
+from spanjudge.evaluators._judge.judges import resolve_judge
+from spanjudge.evaluators._judge.judges.answers import extract_json, parse_answer
 from spanjudge.evaluators._judge.judges.custom import DeepEvalModelJudge
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.testing import Fault, ScriptedJudgeServer

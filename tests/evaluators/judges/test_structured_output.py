@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from spanjudge.evaluators._judge.judges.base import JudgeError, JudgeResponseError
+from spanjudge.errors import JudgeError, JudgeResponseError
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.evaluators._judge.judges.structured import NEGOTIATOR, pick_form, refuses
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from spanjudge.errors import MetricError
 from spanjudge.evaluators._judge.metrics.argument_correctness import ArgumentCorrectnessMetric
-from spanjudge.evaluators._judge.metrics.base import MetricError
 from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
 from spanjudge.evaluators._rebuild.trajectory import Step, Trajectory
 from tests.evaluators.metrics.agentic_support import TASK, case_of, support_trajectory

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.errors import MetricError
 from spanjudge.evaluators._judge.metrics.goal_accuracy import GoalAccuracyMetric
 from spanjudge.evaluators._judge.test_case import (
     ConversationalTestCase,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
+from spanjudge.errors import MetricError, MissingFieldError
 from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionMetric
 from spanjudge.evaluators._judge.test_case import (
     ConversationalTestCase,

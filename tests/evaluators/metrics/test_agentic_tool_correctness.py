@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MetricError
+from spanjudge.errors import MetricError
 from spanjudge.evaluators._judge.metrics.tool_correctness import ToolCorrectnessMetric
 from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
 from spanjudge.evaluators._rebuild.trajectory import Step, ToolRequest, Trajectory

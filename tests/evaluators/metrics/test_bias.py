@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MissingFieldError
+from spanjudge.errors import MissingFieldError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import prompts_for, schema_names

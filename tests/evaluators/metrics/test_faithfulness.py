@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MetricError, MissingFieldError
+from spanjudge.errors import MetricError, MissingFieldError
 from spanjudge.evaluators._judge.metrics.faithfulness import (
     FaithfulnessMetric,
     FaithfulnessTemplate,
@@ -206,7 +206,7 @@ def test_a_conversation_misses_every_required_field(scripted_judge: Any) -> None
 
 
 def test_judge_failure_sets_error_and_raises(judge_server: Any, scripted_judge: Any) -> None:
-    from spanjudge.evaluators._judge.judges.base import JudgeError
+    from spanjudge.errors import JudgeError
     from spanjudge.testing import Fault
 
     judge_server.add_rule({"truths": ["t"]}, schema="Truths")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from spanjudge.evaluators._judge.metrics.base import MissingFieldError
+from spanjudge.errors import MissingFieldError
 from spanjudge.evaluators._judge.metrics.topic_adherence import (
     TopicAdherenceMetric,
     unit_interactions,
