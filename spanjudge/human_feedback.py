@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spanjudge._core.kinds import NAMED_METRICS, FeedbackSource, Label
 from spanjudge._core.span_record import FeedbackRecord
-from spanjudge.errors import ConfigError, FeedbackError
+from spanjudge.errors import FeedbackError
 
 if TYPE_CHECKING:
     from spanjudge._store.base import FeedbackLog, ResultStore, SpanStore
@@ -82,7 +82,7 @@ class FeedbackIn(BaseModel):
         value = value.lower()
         pattern, size = (_TRACE_ID, 32) if info.field_name == "trace_id" else (_SPAN_ID, 16)
         if not pattern.fullmatch(value) or not int(value, 16):
-            raise ConfigError(f"expected {size} hex characters, not all zero")
+            raise ValueError(f"expected {size} hex characters, not all zero")
         return value
 
 

@@ -242,7 +242,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
     @classmethod
     def _token_not_empty(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():  # as an unset template variable gives
-            raise ConfigError("is empty (remove the key to run without authentication)")
+            raise ValueError("is empty (remove the key to run without authentication)")
         return value
 
     @field_validator("allow_unauthenticated")
@@ -255,7 +255,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         with suppress(ValueError):  # any other host name may resolve to any interface
             if ipaddress.ip_address(host.strip("[]")).is_loopback:
                 return allowed
-        raise ConfigError(f"must be true to serve receiver_host {host} without a bearer_token")
+        raise ValueError(f"must be true to serve receiver_host {host} without a bearer_token")
 
     @classmethod
     def settings_customise_sources(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import spanjudge
+import spanjudge.errors
 
 
 def _dataset(tmp_path: Path) -> Any:
@@ -107,3 +108,80 @@ def test_every_public_callable_is_covered() -> None:
     assert not (set(BAD) & NOTHING_TO_REFUSE)
     assert callables - set(BAD) - NOTHING_TO_REFUSE == set(), "add a bad call to BAD"
     assert set(BAD) | NOTHING_TO_REFUSE <= callables, "a listed name is not public any more"
+
+
+# ------------------------------------------------------------------ checks inside pydantic models
+ROOT = Path(__file__).resolve().parent.parent
+_VALIDATORS = ("field_validator", "model_validator")
+
+
+def _validator_raises(source: str) -> list[str]:
+    """``raise <one of spanjudge.errors>(...)`` inside a function decorated as a pydantic
+    validator: ``"<line> <function> raises <class>"`` each."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if not any(v in ast.unparse(d) for d in node.decorator_list for v in _VALIDATORS):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Raise) and inner.exc is not None:
+                raised = ast.unparse(inner.exc).split("(")[0].split(".")[-1]
+                if raised in spanjudge.errors.__all__:
+                    found.append(f"{inner.lineno} {node.name} raises {raised}")
+    return found
+
+
+def test_validators_raise_value_error_and_the_model_reports_it() -> None:
+    """Inside a pydantic validator a check raises ``ValueError``: pydantic gathers it with the
+    model's other errors into one ``ValidationError``, which ``CheckedModel`` (or the settings
+    loader) turns into one ``ConfigError`` line per key. Raising ``ConfigError`` there would only
+    work because it is also a ``ValueError``, and would read as if it left the model directly."""
+    import os
+
+    found = []
+    for folder, dirs, files in os.walk(ROOT / "spanjudge", followlinks=True):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for file in (f for f in files if f.endswith(".py")):
+            path = Path(folder, file)
+            found += [
+                f"{path.relative_to(ROOT)}:{problem}"
+                for problem in _validator_raises(path.read_text(encoding="utf-8"))
+            ]
+    assert found == []
+
+
+def test_the_validator_scan_sees_a_raise() -> None:
+    source = (
+        "class M(CheckedModel):\n"
+        "    @field_validator('x')\n"
+        "    @classmethod\n"
+        "    def _x(cls, v):\n"
+        "        if v:\n"
+        "            raise errors.ConfigError('no')\n"
+        "        raise ValueError('fine')\n"
+        "    def helper(self):\n"
+        "        raise ConfigError('not a validator')\n"
+    )
+    assert _validator_raises(source) == ["6 _x raises ConfigError"]
+
+
+def test_a_failed_validator_is_one_readable_config_error_line(tmp_path: Path) -> None:
+    from spanjudge.human_feedback import parse_feedback
+    from spanjudge.settings import load_settings
+
+    settings = tmp_path / "worker.toml"
+    settings.write_text('bearer_token = " "\n', encoding="utf-8")
+    with pytest.raises(spanjudge.ConfigError) as caught:
+        load_settings(settings)
+    assert "bearer_token: Value error, is empty (remove the key" in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+    settings.write_text('receiver_host = "0.0.0.0"\n', encoding="utf-8")
+    with pytest.raises(spanjudge.ConfigError, match="allow_unauthenticated: Value error, must be"):
+        load_settings(settings)
+
+    with pytest.raises(spanjudge.FeedbackError, match="trace_id: Value error, expected 32 hex"):
+        parse_feedback({"trace_id": "zz", "metric": "faithfulness", "label": "pass"})

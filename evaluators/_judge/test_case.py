@@ -16,7 +16,6 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from spanjudge._core.checked_model import CheckedModel
-from spanjudge.errors import ConfigError
 
 
 class _Model(CheckedModel):
@@ -76,7 +75,7 @@ class ConversationalTestCase(_Model):
     @classmethod
     def _turns_not_empty(cls, turns: list[Turn]) -> list[Turn]:
         if not turns:
-            raise ConfigError("a conversation needs at least one turn")
+            raise ValueError("a conversation needs at least one turn")
         return turns
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from spanjudge.errors import ConfigError, ParamError
+from spanjudge.errors import ParamError
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache, steps_key
 from spanjudge.evaluators._judge.test_case import (
@@ -210,7 +210,7 @@ class GEvalSteps(BaseModel):
         # the prompt numbers the steps itself: "1. Read..." from the judge would read "1. 1. Read"
         cleaned = [_ENUMERATION.sub("", step).strip() for step in steps]
         if any(not step for step in cleaned):
-            raise ConfigError("every step must be a non-empty instruction")
+            raise ValueError("every step must be a non-empty instruction")
         return cleaned
 
 
