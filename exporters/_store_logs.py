@@ -38,7 +38,7 @@ from spanjudge._receive.logs import (
     content_event_name,
     ignored_reason,
 )
-from spanjudge._store.base import EventLog
+from spanjudge._store.base import SpanStore
 from spanjudge.errors import ConfigError
 from spanjudge.exporters._store_spans import INVALID_LOG, StoreWriter
 
@@ -85,7 +85,7 @@ def log_to_event(record: ReadableLogRecord, event_name: str) -> LogEvent:
 
 
 class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str], LogEvent], LogRecordExporter):
-    """Writes the app's GenAI content log records to an :class:`EventLog` from a background
+    """Writes the app's GenAI content log records to a :class:`SpanStore` from a background
     thread, through a bounded queue: the in-process twin of the receiver's ``/v1/logs``.
 
     Records are filtered as the receiver filters them (an event name starting with
@@ -103,7 +103,7 @@ class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str], LogEvent], Log
 
     def __init__(
         self,
-        store: EventLog,
+        store: SpanStore,
         *,
         max_queue_logs: int = 10_000,
         batch_size: int = 512,
@@ -177,7 +177,7 @@ class _StoreLogProcessor(SimpleLogRecordProcessor):
         return self.exporter.force_flush(timeout_millis)
 
 
-def store_log_processor(store: EventLog, **kwargs: Any) -> LogRecordProcessor:
+def store_log_processor(store: SpanStore, **kwargs: Any) -> LogRecordProcessor:
     """A log record processor that copies the GenAI content events among the app's log
     records into ``store`` (``kwargs``: :class:`StoreLogExporter` options).
 

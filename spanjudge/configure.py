@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-    from spanjudge._store.base import EventLog
+    from spanjudge._store.base import SpanStore
 
 logger = logging.getLogger("spanjudge")
 
@@ -91,7 +91,7 @@ def configure(
     span_processors: Iterable[SpanProcessor] = (),
     export_otlp: bool = True,
     resource_attributes: Mapping[str, str] | None = None,
-    log_store: EventLog | None = None,
+    log_store: SpanStore | None = None,
 ) -> Tracing:
     """Send ``@observe`` spans over OTLP/HTTP (protobuf) and set what they capture.
 
@@ -187,7 +187,7 @@ def configure(
     return tracing
 
 
-def _add_log_store(tracing: Tracing, store: EventLog) -> None:
+def _add_log_store(tracing: Tracing, store: SpanStore) -> None:
     """Put the store's log record processor on the global SDK logger provider (installing one
     when there is none), once per store; the caller holds ``_lock``."""
     from opentelemetry import _logs

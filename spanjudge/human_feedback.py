@@ -35,7 +35,7 @@ from spanjudge._core.span_record import FeedbackRecord
 from spanjudge.errors import FeedbackError
 
 if TYPE_CHECKING:
-    from spanjudge._store.base import FeedbackLog, ResultStore, SpanStore
+    from spanjudge._store.base import SpanStore
 
 __all__ = [
     "MAX_ANNOTATOR_CHARS",
@@ -126,7 +126,7 @@ def parse_feedback(data: Mapping[str, Any], *, source: FeedbackSource = "python"
     )
 
 
-def _check_metric(store: ResultStore, metric: str, extra: Collection[str]) -> None:
+def _check_metric(store: SpanStore, metric: str, extra: Collection[str]) -> None:
     known = set(NAMED_METRICS) | set(extra)
     if metric in known or store.results(metric=metric, limit=1):
         return
@@ -165,7 +165,7 @@ def record_feedback(
     return item
 
 
-def _target(store: FeedbackLog, item: FeedbackRecord) -> tuple[str, str | None] | None:
+def _target(store: SpanStore, item: FeedbackRecord) -> tuple[str, str | None] | None:
     return store.feedback_target(
         trace_id=item.trace_id, span_id=item.span_id, conversation_id=item.conversation_id
     )

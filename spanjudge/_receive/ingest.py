@@ -5,16 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from spanjudge._store.base import EventLog, SpanLog
+from spanjudge._store.base import SpanStore
 
 if TYPE_CHECKING:
     from spanjudge.worker.keep_policy import IngestKeep
-
-
-class Ingest(SpanLog, EventLog, Protocol):
-    """What the gate writes to: spans and content log events."""
 
 
 class IngestGate:
@@ -30,7 +26,7 @@ class IngestGate:
 
     def __init__(
         self,
-        store: Ingest,
+        store: SpanStore,
         *,
         max_pending_spans: int,
         clock: Callable[[], float] = time.time,

@@ -111,12 +111,17 @@ class JobQueries(SqlCore):
     row_lock = ""
 
     def enqueue_jobs(self, jobs: Sequence[JobSpec], *, now: float) -> int:
+        """Add pending jobs; a (rule, target_type, target_id) pair is enqueued once ever.
+        Returns how many were new."""
         if not jobs:
             return 0
         with self.transaction() as cur:
             return insert_jobs(self, cur, jobs, now=now)
 
     def claim_jobs(self, *, owner: str, limit: int, lease_seconds: float, now: float) -> list[Job]:
+        """Lease up to ``limit`` jobs to ``owner`` (pending ones due by ``now`` and leased ones
+        whose lease expired), oldest first; ``attempts`` is incremented. Two concurrent claimers
+        never get the same job."""
         if limit <= 0:
             return []
         # One statement. ``ranked`` numbers the oldest CLAIM_WINDOW due jobs within their
@@ -166,6 +171,9 @@ class JobQueries(SqlCore):
     def complete_job(
         self, job_id: int, *, owner: str, record: EvaluationRecord, now: float
     ) -> bool:
+        """Store the result and finish the job (``failed`` when ``record.status == "error"``,
+        else ``done``), only if ``owner`` still holds the lease. Returns False, writing nothing,
+        when the lease was lost."""
         state = FAILED if record.status == "error" else DONE
         now = wall() if now is None else now  # tolerate a record without finished_at
         with self.transaction() as cur:
@@ -201,6 +209,8 @@ class JobQueries(SqlCore):
             return True
 
     def release_job(self, job_id: int, *, owner: str, retry_at: float | None = None) -> bool:
+        """Give a leased job back (pending, attempts kept), due again at ``retry_at`` if given.
+        False when ``owner`` does not hold it."""
         with self.transaction() as cur:
             cur.execute(
                 self.q(
@@ -213,6 +223,7 @@ class JobQueries(SqlCore):
             return cur.rowcount == 1
 
     def requeue_expired(self, *, now: float) -> int:
+        """Put jobs whose lease expired back to pending. Returns how many."""
         with self.transaction() as cur:
             cur.execute(
                 self.q(
@@ -225,6 +236,9 @@ class JobQueries(SqlCore):
             return max(cur.rowcount, 0)
 
     def planned_targets(self, trace_ids: Sequence[str]) -> set[tuple[str, str, str]]:
+        """``(rule, target_type, target_id)`` of every job planned on these traces (a span,
+        the root, or a conversation whose last turn is there), so planning again passes them
+        over without sampling or budget."""
         wanted = sorted({clean_text(t) or "" for t in trace_ids})
         found: set[tuple[str, str, str]] = set()
         with self.transaction(write=False) as cur:
@@ -244,6 +258,8 @@ class JobQueries(SqlCore):
         self, conversation_ids: Sequence[str], *, rules: Sequence[str]
     ) -> dict[tuple[str, str], PlannedJob]:
         # ids as the columns hold them (cleaned), handed back under the caller's own
+        """The jobs of these rules on these conversations, by ``(rule, conversation id)``, each
+        with its state and current result."""
         asked = {clean_text(c) or "": c for c in conversation_ids}
         wanted = sorted(asked)
         found: dict[tuple[str, str], PlannedJob] = {}
@@ -272,6 +288,9 @@ class JobQueries(SqlCore):
         return found
 
     def redo_jobs(self, redos: Sequence[Redo], *, now: float) -> int:
+        """Run finished (``done``/``failed``) jobs again: each current result moves to the
+        superseded results with its reason, the job is pending and due at ``now`` with its
+        attempts reset. Jobs not finished are left alone. Returns how many were redone."""
         by_id = {redo.job_id: redo for redo in redos}
         wanted = sorted(by_id)
         if not wanted:

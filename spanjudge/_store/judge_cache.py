@@ -24,6 +24,8 @@ class JudgeCacheQueries(SqlCore):
     """:class:`~spanjudge._store.base.JudgeCache` over the shared SQL core."""
 
     def cached_result(self, cache_key: str, *, since: float) -> EvaluationRecord | None:
+        """The result stored under ``cache_key`` at or after ``since`` (its hit counted), or
+        None."""
         rows = self.select(
             "SELECT record FROM judge_cache WHERE cache_key = ? AND created_at >= ?",
             (cache_key, since),
@@ -37,6 +39,9 @@ class JudgeCacheQueries(SqlCore):
         return record_from_json(rows[0][0])
 
     def put_cached_result(self, cache_key: str, record: EvaluationRecord, *, now: float) -> None:
+        """Keep a scored ``record`` under ``cache_key`` (replacing an older one: two workers
+        racing on one key both write, the later wins). Anything but a scored result is a
+        ``ValueError``."""
         if record.status != "scored":
             raise ConfigError(
                 f"only scored results are cached; this one is {record.status!r} (key {cache_key})"
@@ -59,6 +64,7 @@ class JudgeCacheQueries(SqlCore):
             )
 
     def prune_judge_cache(self, *, before: float) -> int:
+        """Delete entries stored before ``before``; returns how many."""
         with self.transaction() as cur:
             cur.execute(self.q("DELETE FROM judge_cache WHERE created_at < ?"), (before,))
             return max(cur.rowcount, 0)

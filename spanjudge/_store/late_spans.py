@@ -129,6 +129,10 @@ class LateQueries(OutboxQueries):
             )
 
     def late_spans(self, trace_ids: Sequence[str]) -> dict[str, set[str]]:
+        """For those of these traces that got spans after they were planned: the ids of every
+        span that arrived since the first late one (evaluation spans included: a reader
+        leaves them out). Forgotten once the trace is planned again
+        (``enqueue_planned(replanned=...)``)."""
         found: dict[str, set[str]] = {}
         with self.transaction(write=False) as cur:
             for chunk in _chunks(sorted(set(trace_ids))):

@@ -68,6 +68,8 @@ class LogQueries(SqlCore):
     """:class:`~spanjudge._store.base.EventLog` over the shared SQL core."""
 
     def write_logs(self, events: Sequence[LogEvent], *, now: float | None = None) -> None:
+        """Store events; ``now`` is their arrival time (default: the wall clock). An event
+        already stored (same trace, span, name, time and content) is not stored twice."""
         if not events:
             return
         arrived = wall() if now is None else now
@@ -121,6 +123,7 @@ class LogQueries(SqlCore):
                 )
 
     def trace_logs(self, trace_ids: Sequence[str]) -> list[LogEvent]:
+        """Every stored event of these traces, by time (then arrival order)."""
         wanted = sorted(set(trace_ids))
         found: list[tuple[int, int, LogEvent]] = []
         with self.transaction(write=False) as cur:

@@ -25,7 +25,7 @@ from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.urls import redact_url
 from spanjudge._store.models import OutboxEntry
 from spanjudge._store.partitions import Partitions, write_days
-from spanjudge._store.sql import Cursor, SqlStore
+from spanjudge._store.sql import Cursor, SpanStore
 from spanjudge._store.sql_base import wall
 from spanjudge.errors import StoreError
 
@@ -36,7 +36,7 @@ _COPY_MIN_ROWS = 32
 _MIGRATION_LOCK_KEY = 0x5A4A_0001
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SpanStore):
     """:class:`~spanjudge._store.SpanStore` on PostgreSQL.
 
     ``schema`` puts the tables in that schema (created if missing) instead of the default

@@ -25,6 +25,8 @@ class ResultQueries(SqlCore):
     def unemitted_results(
         self, *, outputs: Collection[str] | None = None, limit: int = 100
     ) -> list[Unemitted]:
+        """Stored results that still owe one of ``outputs`` (default: every output), oldest
+        first, each with the outputs it still owes."""
         wanted = [o for o in EMIT_COLUMNS if outputs is None or o in outputs]
         if not wanted:
             return []
@@ -45,6 +47,7 @@ class ResultQueries(SqlCore):
         ]
 
     def mark_emitted(self, job_ids: Sequence[int], *, now: float, output: str = "span") -> None:
+        """Record that these jobs' results went out through ``output`` (``span``/``event``)."""
         column = EMIT_COLUMNS.get(output)
         if column is None:
             raise ConfigError(f"unknown output {output!r}; known: {', '.join(EMIT_COLUMNS)}")
@@ -65,6 +68,8 @@ class ResultQueries(SqlCore):
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EvaluationRecord]:
+        """Stored results matching every given filter (``since``: completion time), oldest
+        first."""
         clause, params = self.where(
             ("rule = ?", rule),
             ("metric = ?", metric),
@@ -79,6 +84,8 @@ class ResultQueries(SqlCore):
 
     def results_cost_since(self, *, rule: str, since: float) -> float:
         # a superseded result was paid for too
+        """Judge cost (USD) of a rule's results completed since ``since``, superseded ones
+        included (daily budgets)."""
         rows = self.select(
             "SELECT SUM(cost) FROM results WHERE rule = ? AND created_at >= ?"
             " UNION ALL SELECT SUM(cost) FROM superseded_results WHERE rule = ?"
@@ -88,6 +95,8 @@ class ResultQueries(SqlCore):
         return float(sum(row[0] or 0.0 for row in rows))
 
     def errored_job_ids(self, *, since: float, until: float) -> list[int]:
+        """Jobs whose current result is an error recorded in ``[since, until]``, by id
+        (``backfill --retry-errors`` redoes them)."""
         rows = self.select(
             "SELECT job_id FROM results WHERE status = 'error' AND created_at >= ?"
             " AND created_at <= ? ORDER BY job_id",
@@ -104,6 +113,9 @@ class ResultQueries(SqlCore):
         job_id: int | None = None,
         limit: int = 1000,
     ) -> list[Superseded]:
+        """Results a later evaluation of the same target replaced, matching every given
+        filter, oldest first (a redone job keeps its id: ``job_id`` finds its earlier results
+        by index)."""
         clause, params = self.where(
             ("rule = ?", rule),
             ("target_id = ?", target_id),

@@ -93,6 +93,10 @@ class SpanQueries(LateQueries):
         now: float | None = None,
         outbox: Sequence[OutboxEntry] = (),
     ) -> None:
+        """Store finished spans; ``now`` is their arrival time (default: the wall clock).
+        A span already stored (same trace id and span id) is kept as first written.
+        ``outbox`` (enrich mode) entries are written in the same transaction, each once ever:
+        a span delivered twice is forwarded once."""
         if not spans:
             return
         arrived = wall() if now is None else now
@@ -144,6 +148,9 @@ class SpanQueries(LateQueries):
                 self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        """Traces not planned yet whose root span has ended and whose last span arrived at or
+        before ``now - settle_seconds``; a trace without a root settles after
+        ``ORPHAN_SETTLE_FACTOR * settle_seconds``. Oldest arrival first."""
         rows = self.select(
             "SELECT trace_id FROM traces WHERE planned_at IS NULL AND last_arrival <= ?"
             " AND (root_ended = 1 OR last_arrival <= ?)"
@@ -154,6 +161,8 @@ class SpanQueries(LateQueries):
         return [row[0] for row in rows]
 
     def idle_conversations(self, *, idle_seconds: float, now: float, limit: int = 500) -> list[str]:
+        """Conversations not planned yet whose last span arrived at or before
+        ``now - idle_seconds``. Oldest arrival first."""
         rows = self.select(
             "SELECT conversation_id FROM conversations WHERE planned_at IS NULL"
             " AND last_arrival <= ? ORDER BY last_arrival LIMIT ?",
@@ -164,6 +173,10 @@ class SpanQueries(LateQueries):
     def mark_planned(
         self, *, traces: Sequence[str] = (), conversations: Sequence[str] = (), now: float
     ) -> None:
+        """Take traces/conversations out of the settled/idle lists, until a new span arrives:
+        a span new to a planned trace is recorded as late (:meth:`late_spans`) and the trace
+        settles again; a new span carrying a planned conversation's id makes it idle again.
+        A span delivered again (same ids) changes nothing."""
         self.enqueue_planned((), traces=traces, conversations=conversations, now=now)
 
     def enqueue_planned(
@@ -176,6 +189,14 @@ class SpanQueries(LateQueries):
         arrived_before: float | None = None,
         replanned: Sequence[str] = (),
     ) -> int:
+        """:meth:`enqueue_jobs` and ``mark_planned(traces=..., conversations=...)`` in one
+        transaction, so a page of planned traces is written at once and a trace is never
+        marked planned without its jobs (a crash loses both, and the page is planned again).
+        ``arrived_before``: mark only the rows whose last span arrived at or before it (the
+        settle or idle cutoff the page was read with), so a span that arrives while the page
+        is planned leaves its trace or conversation to settle again instead of unseen.
+        ``replanned``: traces planned again for their late spans, whose late-span records
+        are cleared where the trace was marked. Returns how many jobs were new."""
         if not jobs and not traces and not conversations:
             return 0
         with self.transaction() as cur:
@@ -196,6 +217,8 @@ class SpanQueries(LateQueries):
             return enqueued
 
     def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
+        """Up to ``limit`` stored trace ids starting with ``prefix`` (hex, any case), in id
+        order; none for an empty or non-hex prefix. Resolves the shortened ids people copy."""
         low = prefix.lower()
         if not low or low.strip(_HEX):
             return []
@@ -211,6 +234,7 @@ class SpanQueries(LateQueries):
         return [row[0] for row in rows]
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
+        """All stored spans of a trace, by start time."""
         rows = self.select(
             f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id",
             (trace_id,),
@@ -218,6 +242,8 @@ class SpanQueries(LateQueries):
         return [span_from_row(row) for row in rows]
 
     def traces_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        """The stored spans of several traces at once (one read per 500 ids), each trace's by
+        start time; every id asked for is a key (an empty list when nothing is stored)."""
         wanted = sorted(set(trace_ids))
         found: dict[str, list[SpanRecord]] = {t: [] for t in trace_ids}
         with self.transaction(write=False) as cur:
@@ -236,6 +262,8 @@ class SpanQueries(LateQueries):
         return found
 
     def conversation_spans(self, conversation_id: str) -> list[SpanRecord]:
+        """All spans of every trace that has a span carrying this conversation id, by start
+        time (so a turn's retrievals and tool calls come along even without the id)."""
         rows = self.select(
             f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id IN"
             " (SELECT DISTINCT trace_id FROM spans WHERE conversation_id = ?)"
@@ -245,6 +273,8 @@ class SpanQueries(LateQueries):
         return [span_from_row(row) for row in rows]
 
     def targets_since(self, *, since: float, until: float) -> tuple[list[str], list[str]]:
+        """Trace ids and conversation ids with spans that arrived in ``[since, until]``, planned
+        or not (backfill)."""
         with self.transaction(write=False) as cur:
             cur.execute(
                 self.q(
@@ -264,6 +294,9 @@ class SpanQueries(LateQueries):
             return traces, [row[0] for row in cur.fetchall()]
 
     def delete_older_than(self, cutoff: float) -> int:
+        """Retention: delete spans and log events that arrived before ``cutoff`` and the
+        trace/conversation rows last touched before it. Jobs and results are kept. Returns
+        spans deleted."""
         with self.transaction() as cur:
             deleted = 0
             if self.delete_rows:

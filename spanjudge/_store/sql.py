@@ -1,6 +1,6 @@
 """The one SQL store both backends share; only connections and a few dialect words differ.
 
-:class:`SqlStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
+:class:`SpanStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
 own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
 ``outbox``, ``feedback``, ``judge_cache``, ``stats`` and ``summaries``. The
 schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
@@ -8,7 +8,7 @@ subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
 Example::
 
-    class MemoryStore(SqlStore):
+    class MemoryStore(SpanStore):
         def transaction(self, *, write: bool = True) -> AbstractContextManager[Cursor]: ...
         def close(self) -> None: ...
 """
@@ -16,8 +16,8 @@ Example::
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import TypeVar
 
-from spanjudge._store.base import SpanStore
 from spanjudge._store.feedback import FeedbackQueries
 from spanjudge._store.jobs import JobQueries
 from spanjudge._store.judge_cache import JudgeCacheQueries
@@ -36,10 +36,12 @@ from spanjudge._store.stats import StatsQueries
 from spanjudge._store.summaries import SummaryQueries
 from spanjudge.errors import StoreError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore", "SqlStore"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SpanStore", "SqlCore"]
+
+_Store = TypeVar("_Store", bound="SpanStore")
 
 
-class SqlStore(
+class SpanStore(
     SpanQueries,
     LogQueries,
     JobQueries,
@@ -49,12 +51,19 @@ class SqlStore(
     JudgeCacheQueries,
     StatsQueries,
     SummaryQueries,
-    SpanStore,
 ):
-    """:class:`SpanStore` over a DB-API connection; subclasses supply transactions and dialect.
+    """The whole store: spans and their content log events in, settled targets and leased
+    jobs out, results kept exactly once, the enrich-mode outbox, human labels and the judge
+    cache. ``open_store()`` returns one.
 
-    Naming :class:`SpanStore` as a base makes mypy check every query group against its
-    protocol here, where the store is defined, not only where one is used.
+    One class over a DB-API connection; a backend subclass supplies transactions and its
+    dialect words: :class:`~spanjudge._store.sqlite.SQLiteStore` (default, embedded) and
+    :class:`~spanjudge._store.postgres.PostgresStore` (several workers on one database).
+
+    Example::
+
+        with open_store("sqlite:///./spanjudge.db") as store:
+            print(store.schema_version(), store.stats(now=time.time()).pending)
     """
 
     #: which dialect-only migration statements apply (schema.apply_migrations)
@@ -85,6 +94,7 @@ class SqlStore(
             )
 
     def schema_version(self) -> int:
+        """The schema version the database is at."""
         with self.transaction(write=False) as cur:
             return current_version(cur)
 
@@ -92,6 +102,9 @@ class SqlStore(
     def delete_older_than(self, cutoff: float) -> int:
         # spans and log events age alike; a log event outlives its span only by its own
         # arrival time (it arrived later)
+        """Retention: delete spans and log events that arrived before ``cutoff`` and the
+        trace/conversation rows last touched before it. Jobs and results are kept. Returns
+        spans deleted."""
         deleted = super().delete_older_than(cutoff)
         self._delete_logs_older_than(cutoff)
         return deleted
@@ -101,7 +114,8 @@ class SqlStore(
     def close(self) -> None:
         """Close connections. Further calls raise :class:`StoreError`."""
 
-    def __enter__(self) -> SqlStore:
+    def __enter__(self: _Store) -> _Store:
+        """The store itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:

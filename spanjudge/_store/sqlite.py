@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
-from spanjudge._store.sql import Cursor, SqlStore
+from spanjudge._store.sql import Cursor, SpanStore
 from spanjudge.errors import ConfigError, StoreError
 
 MEMORY = ":memory:"
@@ -46,7 +46,7 @@ _PRAGMA_NAME = re.compile(r"[a-z_]+")
 _PRAGMA_VALUE = re.compile(r"-?[0-9]+|[A-Za-z_]+")
 
 
-class SQLiteStore(SqlStore):
+class SQLiteStore(SpanStore):
     """:class:`~spanjudge._store.SpanStore` on a SQLite file (or ``":memory:"``).
 
     ``busy_timeout`` (seconds) bounds how long a call waits for another writer (another thread

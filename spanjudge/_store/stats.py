@@ -16,6 +16,7 @@ class StatsQueries(SqlCore):
     """The ``stats()`` part of :class:`~spanjudge._store.base.StoreAdmin`."""
 
     def stats(self, *, now: float) -> StoreStats:
+        """Backlog counts (cheap: indexed)."""
         out = StoreStats()
         with self.transaction(write=False) as cur:
             counts: dict[str, int] = {}

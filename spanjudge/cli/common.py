@@ -29,7 +29,7 @@ import click
 from spanjudge.errors import ConfigError, FeedbackError, SpanjudgeError
 
 if TYPE_CHECKING:
-    from spanjudge._store.base import SpanLog, SpanStore
+    from spanjudge._store.base import SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = [
@@ -264,7 +264,7 @@ def opened_store(
 TRACE_ID_CHARS = 32
 
 
-def resolve_trace_id(store: SpanLog, given: str, *, where: str) -> str:
+def resolve_trace_id(store: SpanStore, given: str, *, where: str) -> str:
     """The stored trace id that starts with ``given`` (the demo's table prints 12 characters);
     a whole id is returned as it is, for the command to report when it is not stored.
 

@@ -4,7 +4,7 @@ latest label per person, and the emit-once log of the label events."""
 from __future__ import annotations
 
 from spanjudge._core.span_record import FeedbackRecord
-from spanjudge._store.base import FeedbackLog
+from spanjudge._store.base import SpanStore
 from tests.feedback.conftest import (
     CONVERSATION,
     LLM_SPAN,
@@ -24,7 +24,7 @@ def label(metric: str, value: str, **target: object) -> FeedbackRecord:
 
 
 def test_the_store_is_a_feedback_log(seeded: Seeded) -> None:
-    assert isinstance(seeded.store, FeedbackLog)
+    assert isinstance(seeded.store, SpanStore)
 
 
 def test_feedback_target_places_each_kind_of_label(seeded: Seeded) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from spanjudge._store.base import SpanStore
-from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
+from spanjudge._store.sql import SCHEMA_VERSION, SpanStore
 from spanjudge.exporters._delivery import Delivery
 from tests.exporters.store.conftest import FIXTURES, V2_DUMP_SCHEMA
 from tests.support.stores import (
@@ -85,7 +85,7 @@ def v2_with_history(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
 
 
 def _marks(store: SpanStore) -> dict[int, tuple[Any, Any]]:
-    assert isinstance(store, SqlStore)
+    assert isinstance(store, SpanStore)
     with store.transaction(write=False) as cur:
         cur.execute("SELECT job_id, emitted_at, event_emitted_at FROM results ORDER BY job_id")
         return {int(row[0]): (row[1], row[2]) for row in cur.fetchall()}

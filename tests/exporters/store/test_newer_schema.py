@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from spanjudge._store.base import SpanStore
-from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
+from spanjudge._store.sql import SCHEMA_VERSION, SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.errors import StoreError
 from tests.support.stores import POSTGRES_URL, StoreFactory, schema_name, stores_on
@@ -23,7 +23,7 @@ NEWER = 99
 
 def _stamp(store: SpanStore, version: int) -> None:
     """Record ``version`` as applied, as a newer release's migrations would."""
-    assert isinstance(store, SqlStore)
+    assert isinstance(store, SpanStore)
     with store.transaction() as cur:
         cur.execute(
             store.q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
@@ -32,7 +32,7 @@ def _stamp(store: SpanStore, version: int) -> None:
 
 
 def _versions(store: SpanStore) -> list[int]:
-    assert isinstance(store, SqlStore)
+    assert isinstance(store, SpanStore)
     with store.transaction(write=False) as cur:
         cur.execute("SELECT version FROM schema_version ORDER BY version")
         return [int(row[0]) for row in cur.fetchall()]

@@ -1,50 +1,65 @@
-"""Each concrete store satisfies every narrow protocol, and the protocols are narrow.
+"""The store is one class; a protocol stands only where something else implements it.
 
-The typed assignments are checked by mypy; the ``isinstance`` checks (the protocols are
-runtime-checkable) fail when a store loses or never had a method a consumer relies on.
+``SpanLog`` (where spans are written: the store exporter's and the ingest gate's sink, which
+applications and tests implement) and ``Outbox`` (the forwarder's queue, driven by a double in
+tests) are protocols; everything else takes the concrete :class:`SpanStore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spanjudge._store.base import (
-    EventLog,
-    FeedbackLog,
-    JobQueue,
-    Outbox,
-    ResultStore,
-    SpanLog,
-    SpanStore,
-    StoreAdmin,
-)
-from spanjudge._store.models import OutboxClaim
+import spanjudge
+from spanjudge._core.span_record import SpanRecord
+from spanjudge._store import base
+from spanjudge._store.base import Outbox, SpanLog, SpanStore
+from spanjudge._store.models import OutboxClaim, OutboxEntry
 from spanjudge._store.postgres import PostgresStore
 from spanjudge._store.sqlite import SQLiteStore
 
-PROTOCOLS = (SpanLog, EventLog, JobQueue, ResultStore, Outbox, FeedbackLog, StoreAdmin, SpanStore)
 
-
-def as_every_part(
-    store: SQLiteStore | PostgresStore,
-) -> tuple[SpanLog, EventLog, JobQueue, ResultStore, Outbox, StoreAdmin, SpanStore]:
-    # mypy checks each concrete class against each protocol here
-    return store, store, store, store, store, store, store
-
-
-def test_each_backend_satisfies_every_protocol(store: SpanStore) -> None:
+def test_both_backends_are_the_one_store_class(store: SpanStore) -> None:
     assert isinstance(store, SQLiteStore | PostgresStore)
-    for part in as_every_part(store):
-        assert part is store
-    missing = [p.__name__ for p in PROTOCOLS if not isinstance(store, p)]
-    assert missing == []
+    assert isinstance(store, SpanStore)
+    log: SpanLog = store  # mypy: the store is a span log and an outbox
+    outbox: Outbox = store
+    assert isinstance(log, SpanLog) and isinstance(outbox, Outbox)
 
 
-def test_open_store_returns_a_whole_store() -> None:
+def test_open_store_returns_the_store_and_the_public_names_are_the_same() -> None:
     from spanjudge._store import open_store
 
     with open_store(":memory:") as store:
-        assert all(isinstance(store, p) for p in PROTOCOLS)
+        assert isinstance(store, SpanStore)
+    assert spanjudge.SpanStore is SpanStore
+    assert spanjudge.SpanLog is SpanLog
+
+
+def test_only_the_implemented_protocols_are_left() -> None:
+    protocols = {
+        name
+        for name, value in vars(base).items()
+        if isinstance(value, type)
+        and getattr(value, "_is_protocol", False)
+        and value.__module__ == base.__name__
+    }
+    assert protocols == {"SpanLog", "Outbox"}
+
+
+class ListLog:
+    """A span sink of the application's own: a list."""
+
+    def __init__(self) -> None:
+        self.spans: list[SpanRecord] = []
+
+    def write_spans(
+        self,
+        spans: Sequence[SpanRecord],
+        *,
+        now: float | None = None,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
+        self.spans.extend(spans)
 
 
 class ForwarderOnly:
@@ -68,25 +83,9 @@ class ForwarderOnly:
         return False
 
 
-def test_a_consumer_double_implements_only_the_protocol_it_needs() -> None:
-    double = ForwarderOnly()
-    outbox: Outbox = double  # mypy: enough for a consumer typed with Outbox
-    assert isinstance(outbox, Outbox)
-    assert not isinstance(double, SpanStore)
-    assert not any(isinstance(double, p) for p in (SpanLog, JobQueue, ResultStore, StoreAdmin))
-
-
-def test_the_protocols_split_the_store_without_overlap() -> None:
-    def members(protocol: type) -> set[str]:
-        return {name for name in vars(protocol) if not name.startswith("_")}
-
-    parts = [members(p) for p in PROTOCOLS[:-1]]
-    everything = set().union(*parts)
-    assert sum(len(part) for part in parts) == len(everything)  # no method in two protocols
-    public = {
-        n for n in dir(SQLiteStore) if not n.startswith("_") and callable(getattr(SQLiteStore, n))
-    }
-    # every store method a consumer may call belongs to one protocol; the rest is backend
-    # plumbing (connections, migrations, SQL helpers)
-    assert everything <= public
-    assert {"write_spans", "claim_jobs", "results", "claim_outbox", "stats"} <= everything
+def test_doubles_implement_only_the_protocol_they_stand_in_for() -> None:
+    log: SpanLog = ListLog()
+    outbox: Outbox = ForwarderOnly()
+    assert isinstance(log, SpanLog) and not isinstance(log, Outbox)
+    assert isinstance(outbox, Outbox) and not isinstance(outbox, SpanLog)
+    assert not isinstance(log, SpanStore) and not isinstance(outbox, SpanStore)

@@ -14,7 +14,7 @@ from typing import Any
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec, OutboxEntry
-from spanjudge._store.sql import SCHEMA_VERSION, SqlStore
+from spanjudge._store.sql import SCHEMA_VERSION, SpanStore
 
 StoreFactory = Callable[[], SpanStore]
 
@@ -29,7 +29,7 @@ PARTITION = re.compile(r"_p\d{8}$")
 
 def catalog(store: SpanStore) -> set[tuple[Any, ...]]:
     """Tables, columns and indexes of the store's database, without names of its location."""
-    assert isinstance(store, SqlStore)
+    assert isinstance(store, SpanStore)
     with store.transaction(write=False) as cur:
         if store.placeholder == "?":
             cur.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")

@@ -118,7 +118,7 @@ def test_a_later_release_migrates_an_existing_database(
     monkeypatch.setattr(sql_module, "MIGRATIONS", [*sql_module.MIGRATIONS, extra])
     new = store_factory()  # opening runs the pending migration once
     assert new.schema_version() == SCHEMA_VERSION + 1
-    assert isinstance(new, sql_module.SqlStore)
+    assert isinstance(new, sql_module.SpanStore)
     with new.transaction() as cur:
         cur.execute("INSERT INTO release_two_notes (note) VALUES ('x')")
         cur.execute("SELECT COUNT(*), MAX(version) FROM schema_version")
