@@ -7,8 +7,9 @@ median over rounds of the per-call microseconds of N calls of the same trivial f
 * spanjudge, in the project venv, three processes: SDK provider with a BatchSpanProcessor,
   SDK provider with a SimpleSpanProcessor (both into an in-memory counting exporter), and the
   API's no-op provider. In each: undecorated, raw ``tracer.start_as_current_span``, a raw span
-  with the same GenAI attributes set by hand, ``@observe(kind="llm")`` and
-  ``@observe(kind="retriever")`` with content capture on.
+  with the same GenAI attributes set by hand, and ``@observe`` of every kind with content
+  capture on; also a tool and a retriever called by keyword and inside ``conversation()``
+  (``ratios.<mode>.shapes``).
 * peers, each in its own venv (``benchmarks/setup_peers.sh``): Langfuse ``@observe``,
   OpenLLMetry (traceloop-sdk) ``@workflow`` / ``@task``, deepeval ``@observe``; each runner
   also times the undecorated function and a raw OTel span in its own process.
@@ -47,6 +48,13 @@ PEERS_DIR = HERE / "peers"
 GOAL_RATIO = 1.3
 # Every kind @observe has (spanjudge.tracer._attributes.KINDS); run_spanjudge.py times each.
 OBSERVE_KINDS = ("agent", "llm", "retriever", "tool", "chain")
+# The other call shapes run_spanjudge.py times (peers/run_spanjudge.py SHAPE_KINDS): an argument
+# by keyword and a call inside conversation(); reported beside the kinds, with the same goal.
+OBSERVE_SHAPES = tuple(
+    f"{kind}_{shape}"
+    for kind in ("tool", "retriever")
+    for shape in ("by_keyword", "in_conversation")
+)
 
 # name -> (runner script, extra args, venv name under bench-envs or None for this interpreter)
 SPANJUDGE_RUNNERS: dict[str, tuple[str, list[str]]] = {
@@ -384,6 +392,17 @@ def report(args: argparse.Namespace, info: dict[str, Any], children: list[Child]
         ratios[mode]["hand_written_genai_over_raw_otel"] = ratio(
             overhead_of(summary, "raw_otel_genai_attrs"), raw
         )
+        ratios[mode]["shapes"] = {
+            shape: {
+                "observe_overhead_us": overhead_of(summary, f"observe_{shape}"),
+                "observe_over_raw_otel": ratio(overhead_of(summary, f"observe_{shape}"), raw),
+                "per_round_ratios": round_ratios(f"spanjudge_{mode}", f"observe_{shape}"),
+                "meets_goal": (lambda x: None if x is None else x <= GOAL_RATIO)(
+                    ratio(overhead_of(summary, f"observe_{shape}"), raw)
+                ),
+            }
+            for shape in OBSERVE_SHAPES
+        }
 
     # Against peers: absolute overheads (same machine, same rounds) and, because each peer runs
     # its own OpenTelemetry version, also normalised by the raw span measured in its process.

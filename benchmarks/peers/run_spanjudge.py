@@ -101,16 +101,43 @@ def build(args: argparse.Namespace) -> _harness.Setup:
     }
     errors: dict[str, str] = {}
     try:
-        from spanjudge import observe
+        from spanjudge import conversation, observe
         from spanjudge.tracer._attributes import KINDS
 
         for kind in KINDS:  # every kind the decorator has
             variants[f"observe_{kind}"] = observe(kind=kind)(_harness.trivial)
+        variants.update(_shape_variants(observe, conversation))
     except Exception as exc:  # the tracer not being there yet is a result to report
         errors["observe"] = repr(exc)
     return _harness.Setup(
         variants=variants, flush=flush, shutdown=shutdown, info=info, errors=errors, sample=sample
     )
+
+
+# Kinds whose fast path takes the call's arguments two ways: as argument JSON (tool, chain) and
+# as one text (retriever, llm, agent); one of each stands for its family in the shape variants.
+SHAPE_KINDS = ("tool", "retriever")
+
+
+def _shape_variants(observe: Any, conversation: Any) -> dict[str, Callable[[str], Any]]:
+    """The same call in the two other shapes apps use most: the argument by keyword, and a call
+    inside a ``conversation()`` block (its ids go on the span). Each is one Python call more than
+    the plain variant (the keyword call's wrapper; ``Context.run``), counted in its overhead."""
+    import contextvars
+    import functools
+
+    inside = contextvars.copy_context()  # a context where a conversation() block is open
+    inside.run(conversation("bench-conversation", user_id="bench-user").__enter__)
+    out: dict[str, Callable[[str], Any]] = {}
+    for kind in SHAPE_KINDS:
+        decorated = observe(kind=kind)(_harness.trivial)
+
+        def by_keyword(question: str, decorated: Any = decorated) -> Any:
+            return decorated(question=question)
+
+        out[f"observe_{kind}_by_keyword"] = by_keyword
+        out[f"observe_{kind}_in_conversation"] = functools.partial(inside.run, decorated)
+    return out
 
 
 if __name__ == "__main__":

@@ -12,17 +12,22 @@ fixed scenarios; this one draws the arguments, the results and the size limit.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanjudge.tracer import _attributes as attrs
 from spanjudge.tracer import _capture as capture
+from spanjudge.tracer import _fast_path as fast_path
+from spanjudge.tracer import conversation, observe
 from spanjudge.tracer._decoration_plan import Options, Plan
+from tests.tracer.conftest import Spans
 
 KINDS = ("agent", "llm", "retriever", "tool", "chain")
 _CALL_ID = re.compile(r"call_[0-9a-f]{16}")
@@ -149,12 +154,21 @@ def _limit_near(
         capture.set_policy(max_value_length=max(1, max(lengths) + slack))
 
 
+# The enclosing conversation() block: none, an id alone, an id and a user (drawn text too).
+conversations = st.one_of(
+    st.none(), st.tuples(texts, st.one_of(st.none(), texts)), st.just(("chat-42", "u-7"))
+)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(scalars, min_size=2, max_size=3),
     tool_call_id=st.sampled_from([None, "call_fixed"]),
+    inside=conversations,
 )
-def test_the_fast_start_is_the_general_start(values: list[Any], tool_call_id: str | None) -> None:
+def test_the_fast_start_is_the_general_start(
+    values: list[Any], tool_call_id: str | None, inside: tuple[str, str | None] | None
+) -> None:
     # Every kind, signature, call shape and limit per example: the edges are rare draws.
     for kind, signature in itertools.product(KINDS, SIGNATURES):
         plan = Plan(SIGNATURES[signature], kind, None, Options(tool_call_id=tool_call_id))  # type: ignore[arg-type]
@@ -162,15 +176,20 @@ def test_the_fast_start_is_the_general_start(values: list[Any], tool_call_id: st
             continue  # this function always takes the general path: nothing to hold together
         for by_keyword, slack in itertools.product((False, True), SLACKS):
             args, kwargs = _call(signature, values, by_keyword)
+            block = conversation(*inside) if inside is not None else contextlib.nullcontext()
             try:
-                _limit_near(list(_general_start(plan, args, kwargs).items()), plan.static, slack)
-                try:
-                    fast = plan.hot_start(args, kwargs)
-                except Exception:
-                    fast = None  # the wrapper sends the call down the general path
-                if fast is not None:
-                    general = _general_start(plan, args, kwargs)
-                    assert _same_ids(fast) == _same_ids(general), (kind, signature, slack)
+                with block:
+                    started = _general_start(plan, args, kwargs)
+                    _limit_near(list(started.items()), plan.static, slack)
+                    try:
+                        fast = plan.hot_start(args, kwargs)
+                    except Exception:
+                        fast = None  # the wrapper sends the call down the general path
+                    if fast is not None:
+                        general = _general_start(plan, args, kwargs)
+                        assert _same_ids(fast) == _same_ids(general), (kind, signature, slack)
+                        if inside is not None:
+                            assert fast[attrs.GEN_AI_CONVERSATION_ID] == inside[0]
             finally:
                 capture.reset_policy()
 
@@ -215,3 +234,44 @@ def test_a_rewriting_policy_sends_every_call_to_the_general_path() -> None:
                 assert plan.hot_end(Recorder(plan.static), "text") is False
         finally:
             capture.reset_policy()
+
+
+def _exported(spans: Spans, general: bool, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The spans of the same calls, inside conversation() blocks, with the fast closures made at
+    decoration (``general=False``) or with none (every call takes the general path)."""
+    spans.exporter.clear()
+    with monkeypatch.context() as patch:
+        if general:
+            patch.setattr(fast_path, "start_builder", lambda *a, **k: None)
+            patch.setattr(fast_path, "end_writer", lambda *a, **k: None)
+        functions = {kind: observe(kind=kind)(one) for kind in KINDS}  # type: ignore[call-overload]
+        with conversation("chat-42", user_id="u-7"):
+            for fn in functions.values():
+                fn("warm")  # a function's first call records its inputs on the started span
+                fn("Grüße")
+                fn(question="by keyword")
+                with conversation("nested"):
+                    fn("inner")
+    return [
+        (s.name, _same_ids(dict(s.attributes or {})), s.status.status_code) for s in spans.all()
+    ]
+
+
+def test_calls_inside_a_conversation_give_the_same_spans_on_both_paths(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    general = _exported(spans, True, monkeypatch)
+    calls: list[str] = []
+    original = Plan.input_attributes
+
+    def spy(self: Plan, *args: Any) -> Any:
+        calls.append(self.kind)
+        return original(self, *args)
+
+    monkeypatch.setattr(Plan, "input_attributes", spy)
+    fast = _exported(spans, False, monkeypatch)
+    assert calls == list(KINDS)  # the first (warming) call of each; the rest took the fast path
+    assert fast == general
+    assert len(fast) == 4 * len(KINDS)
+    ids = [dict(attributes).get(attrs.GEN_AI_CONVERSATION_ID) for _, attributes, _ in fast]
+    assert set(ids) == {"chat-42", "nested"}
