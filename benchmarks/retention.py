@@ -5,7 +5,7 @@ round trips) with N spans whose start times spread evenly over ten UTC days, eac
 it started, and one forwarded outbox entry per ten spans. Then retention removes one day (a
 tenth of the store) twice:
 
-- ``partitions``: ``PostgresStore(partition_retention=True).delete_older_than`` at the end of
+- ``partitions``: ``PostgresStore.delete_older_than`` (retention's one path there) at the end of
   day 1: the day's spans and outbox partitions are dropped whole.
 - ``rows``: the row-by-row retention every store ran before partitions (``DELETE ... WHERE
   arrived_at < cutoff`` on spans and outbox, the code path SQLite still runs) at the end of day
@@ -196,7 +196,7 @@ def free_file_seconds(size: int) -> float:
 
 def run_size(url: str, spans: int) -> dict[str, Any]:
     schema = f"spanjudge_retention_{uuid.uuid4().hex[:8]}"
-    dropping = PostgresStore(url, schema=schema, min_size=1, max_size=1, partition_retention=True)
+    dropping = PostgresStore(url, schema=schema, min_size=1, max_size=1)
     try:
         out: dict[str, Any] = {"spans": spans, "days": DAYS}
         out["fill_seconds"] = round(fill(dropping, spans), 2)

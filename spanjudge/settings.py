@@ -84,12 +84,6 @@ class WorkerSettings(LoopSettings, BaseSettings):
     store_schema: StoreSchema | None = Field(
         default=None, description="PostgreSQL: keep the tables in this schema."
     )
-    store_partition_retention: bool = Field(
-        default=True,
-        description="PostgreSQL: retention drops a whole UTC day of spans and outbox entries "
-        "once nothing in it is needed (a span may outlive retention_seconds by up to a day); "
-        "false: their rows are deleted to the second.",
-    )
     mode: Literal["child-span", "enrich"] = Field(
         default="child-span",
         description="child-span: scores go out as evaluation spans; enrich: the worker forwards "

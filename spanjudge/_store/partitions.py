@@ -11,10 +11,13 @@ Partitions are named for their UTC day (``spans_p20261128``, ``outbox_p20261128`
 before a write needs them (:func:`write_days`: the write's day, the next, and its spans' start
 days up to a week back), under an advisory lock so several workers never race on one; a process
 remembers the ones it made or saw. Rows of any other day go to the default partition
-(``spans_default``), which retention empties row by row; a day's partition made later takes its
-rows out of it. Retention drops a partition whose day is wholly before the cutoff when nothing
-in it is still needed (no span arrived at or after the cutoff; no outbox entry unforwarded or
-forwarded since), and deletes the expired rows of one that is still needed, as before.
+(``spans_default``); a day's partition made later takes its rows out of it.
+
+Retention has one path, the drop: a partition whose day is wholly before the cutoff goes when
+nothing in it is still needed (no span arrived at or after the cutoff; no outbox entry
+unforwarded or forwarded since); one still needed is left whole for a later pass (a late span
+keeps its day until that span is past the horizon too). Rows are deleted one by one only in the
+default partition, the case a drop cannot serve: its rows belong to no day.
 
 Example::
 
@@ -191,8 +194,8 @@ class Partitions:
 
     def expire(self, cutoff: float) -> Expired:
         """Retention on whole partitions: each one whose day ended at or before ``cutoff`` is
-        dropped when nothing in it is needed any more, else its expired rows are deleted (as
-        the row-by-row retention would). Partitions still in the horizon are left alone."""
+        dropped when nothing in it is needed any more, else left for a later pass. Partitions
+        still in the horizon are left alone; the default partition loses its expired rows."""
         out = Expired()
         if not self.tables:
             return out
@@ -205,7 +208,7 @@ class Partitions:
             ]
         with self._transaction() as cur:  # the odd days no partition is made for
             for table in sorted(self.tables):
-                out.spans += _delete_expired(cur, table, f"{table}_default", cutoff)
+                out.spans += _delete_expired_rows(cur, table, f"{table}_default", cutoff)
         for table, day, name in candidates:
             try:
                 self._expire_one(out, table, name, cutoff)
@@ -221,8 +224,7 @@ class Partitions:
             cur.execute("SELECT set_config('lock_timeout', %s, true)", (_LOCK_TIMEOUT,))
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK_KEY,))
             if _needed(cur, table, name, cutoff):
-                out.kept.append(name)
-                out.spans += _delete_expired(cur, table, name, cutoff)
+                out.kept.append(name)  # dropped whole by a later pass
                 return
             spans = _rows(cur, name) if table == "spans" else 0
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
@@ -275,8 +277,9 @@ def _needed(cur: Cursor, table: str, name: str, cutoff: float) -> bool:
     return bool(cur.fetchone()[0])
 
 
-def _delete_expired(cur: Cursor, table: str, name: str, cutoff: float) -> int:
-    """The row-by-row retention, on one partition still needed; returns spans deleted."""
+def _delete_expired_rows(cur: Cursor, table: str, name: str, cutoff: float) -> int:
+    """Row deletes, on the default partition only: its rows (start times far from their
+    arrival) belong to no day, so no drop can take them. Returns spans deleted."""
     part = sql.Identifier(name)
     if table == "spans":
         cur.execute(sql.SQL("DELETE FROM {} WHERE arrived_at < %s").format(part), (cutoff,))

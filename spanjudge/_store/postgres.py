@@ -42,10 +42,9 @@ class PostgresStore(SpanStore):
     ``schema`` puts the tables in that schema (created if missing) instead of the default
     search path; ``timeout`` bounds how long a call waits for a connection when the server is
     down or the pool is exhausted; ``application_name`` labels the connections in
-    ``pg_stat_activity``. ``partition_retention``: retention drops whole day partitions of
-    spans and outbox entries and deletes none of their rows one by one (its cost does not grow
-    with the store; a span is kept up to a day past the horizon); without it, expired rows are
-    deleted as they expire and only partitions already emptied of needed rows are dropped.
+    ``pg_stat_activity``. Retention drops whole day partitions of spans and outbox entries and
+    deletes none of their rows one by one (its cost does not grow with the store; a span is
+    kept until its whole day is past the horizon): :mod:`~spanjudge._store.partitions`.
     """
 
     greatest = "GREATEST"
@@ -71,13 +70,11 @@ class PostgresStore(SpanStore):
         max_size: int = 8,
         timeout: float = 5.0,
         application_name: str = "spanjudge",
-        partition_retention: bool = False,
     ) -> None:
         super().__init__()
         self.url = url
         self.schema = schema
         self.timeout = timeout
-        self.delete_rows = not partition_retention
         self._partitions = Partitions(self.transaction)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
@@ -137,6 +134,7 @@ class PostgresStore(SpanStore):
         self._partitions.detect()
         if "spans" in self._partitions.tables:  # (not on a schema a test keeps older)
             self.span_key = "trace_id, span_id, start_ns"
+            self.delete_rows = False  # retention drops days instead
         self._make_ahead()
 
     def _make_ahead(self) -> None:
@@ -160,8 +158,8 @@ class PostgresStore(SpanStore):
         super().write_spans(spans, now=arrived, outbox=outbox)
 
     def delete_older_than(self, cutoff: float) -> int:
-        # whole days first, each in a short transaction of its own; then the row retention
-        # (of spans and outbox entries too unless partition_retention)
+        # whole days, each in a short transaction of its own; then the rows of the tables
+        # that are not partitioned (traces, conversations, late traces, log events)
         expired = self._partitions.expire(cutoff)
         self._make_ahead()  # (retention runs every tick: nothing to do on most)
         return expired.spans + super().delete_older_than(cutoff)

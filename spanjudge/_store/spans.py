@@ -82,8 +82,9 @@ class SpanQueries(LateQueries):
     #: the spans table's key, the conflict target of a write (PostgreSQL's day partitions by
     #: start time need it in the key: ``trace_id, span_id, start_ns``)
     span_key = "trace_id, span_id"
-    #: retention deletes expired spans and outbox entries row by row (False: a backend that
-    #: drops whole partitions of them instead)
+    #: retention deletes expired spans and outbox entries row by row: the one path of plain
+    #: tables (SQLite). PostgreSQL's are partitioned by day and retention drops whole days
+    #: instead (:mod:`~spanjudge._store.partitions`), so its store sets this False.
     delete_rows = True
 
     def write_spans(

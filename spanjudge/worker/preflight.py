@@ -84,7 +84,6 @@ def open_worker_store(settings: WorkerSettings) -> SpanStore:
     if settings.store_schema is not None:
         options["schema"] = settings.store_schema
     if is_postgres_url(url):
-        options["partition_retention"] = settings.store_partition_retention
         _probe_postgres(url)
     try:
         return open_store(url, **options)

@@ -58,14 +58,8 @@ def schema() -> Iterator[str]:
     drop_schema(name)
 
 
-def open_store(schema: str, *, partition_retention: bool = True) -> PostgresStore:
-    return PostgresStore(
-        POSTGRES_URL,
-        schema=schema,
-        max_size=4,
-        timeout=5.0,
-        partition_retention=partition_retention,
-    )
+def open_store(schema: str) -> PostgresStore:
+    return PostgresStore(POSTGRES_URL, schema=schema, max_size=4, timeout=5.0)
 
 
 def partitions(store: PostgresStore, table: str) -> list[str]:
@@ -198,12 +192,13 @@ def test_a_day_with_an_unforwarded_entry_or_a_late_span_is_kept(schema: str) -> 
             [JobSpec("faith", "trace", tid(1), tid(1), None)], traces=[tid(1)], now=DAY1 + 20
         )
         # a span of that trace, started on day 1, arrives two days later: the trace is planned
-        # again for it, so day 1 of spans stays while the rest of it expires row by row
+        # again for it, so day 1 of spans stays whole (no row of it is deleted one by one:
+        # the drop is the one retention path) and the late span is planned with its parent
         store.write_spans(first[1:], now=DAY3 + 10)
         assert store.late_spans([tid(1)]) == {tid(1): {sid(2)}}
-        assert store.delete_older_than(DAY3) == 1
+        assert store.delete_older_than(DAY3) == 0
         assert "spans_p20231114" in partitions(store, "spans")
-        assert [s.span_id for s in store.trace_spans(tid(1))] == [sid(2)]
+        assert [s.span_id for s in store.trace_spans(tid(1))] == [sid(1), sid(2)]
         assert store.late_spans([tid(1)]) == {tid(1): {sid(2)}}
         # the unforwarded outbox entry of day 1 keeps its partition until it is sent
         assert "outbox_p20231114" in partitions(store, "outbox")
@@ -215,21 +210,6 @@ def test_a_day_with_an_unforwarded_entry_or_a_late_span_is_kept(schema: str) -> 
         store.delete_older_than(DAY3 + DAY_SECONDS)
         assert "outbox_p20231114" not in partitions(store, "outbox")
         assert "spans_p20231114" not in partitions(store, "spans")
-    finally:
-        store.close()
-
-
-def test_row_retention_by_default_still_drops_days_it_emptied(schema: str) -> None:
-    store = open_store(schema, partition_retention=False)
-    try:
-        spans = [span_at(1, 1, DAY1 + 1), span_at(2, 2, DAY2 + 1)]
-        store.write_spans(spans[:1], now=DAY1 + 10)
-        store.write_spans(spans[1:], now=DAY2 + 10)
-        # rows go as they expire, inside the horizon too (as before partitions)
-        assert store.delete_older_than(DAY2 + 20) == 2
-        assert count(store, "spans") == 0
-        assert "spans_p20231114" not in partitions(store, "spans")
-        assert "spans_p20231115" in partitions(store, "spans")
     finally:
         store.close()
 
