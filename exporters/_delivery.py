@@ -10,14 +10,24 @@ until its queue drains, while the other output goes on. An event output whose en
 logs (a traces-only backend: Jaeger, Tempo, Phoenix) confirms its events settled unsent
 (:mod:`spanjudge.exporters._emit.logs_refusal`): they are marked like delivered ones, so no
 result owes that endpoint an event it can never take.
+
+The result sinks (``phoenix``, ``mlflow``: :mod:`spanjudge.exporters._sinks`) are confirmed the
+same way and share the store's mark of the ``span`` output: a result is marked for ``span``
+once the evaluation span *and* every sink took it (``COLUMN_OF``), so a sink that was down or a
+process killed mid-delivery leaves the mark unset and the result is delivered again, to the
+outputs that did not confirm it yet (those that did, in this process, are remembered). The
+products' writes are idempotent (:mod:`spanjudge.exporters._sinks`) and the evaluation span
+keeps its id, so a result delivered again after a restart is still one annotation and one span.
+A person's label has one mark too: set once the event output and every sink took it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from spanjudge._core.kinds import SINKS
 from spanjudge._core.span_record import FeedbackRecord
 from spanjudge._store.base import SpanStore
 
@@ -26,30 +36,98 @@ if TYPE_CHECKING:
 
 # Orphaned results re-sent per tick at most.
 REEMIT_LIMIT = 1000
+# Partial confirmations remembered at most (oldest forgotten: re-sent to every output).
+PARTIAL_MAX = 100_000
+LABEL_MARK = "label"
+
+
+def column_of(output: str) -> str:
+    """The store's delivery mark an output counts towards: a sink shares the span's."""
+    return "span" if output in SINKS else output
+
+
+class Confirmations:
+    """Which outputs took each key, until all outputs of its mark did.
+
+    Example::
+
+        marks = Confirmations({"span": {"span", "phoenix"}})
+        marks.add(7, "span")      # -> [] (phoenix has not taken it yet)
+        marks.add(7, "phoenix")   # -> [(7, "span")]: mark it
+    """
+
+    def __init__(
+        self, members: dict[str, set[str]], column: Callable[[str], str] = column_of
+    ) -> None:
+        self.members = members
+        self.column = column
+        self._taken: dict[tuple[Any, str], set[str]] = {}
+
+    def add(self, key: Any, output: str) -> list[tuple[Any, str]]:
+        """Record that ``output`` took ``key``; the ``(key, mark)`` now complete."""
+        column = self.column(output)
+        wanted = self.members.get(column, {output})
+        taken = self._taken.setdefault((key, column), set())
+        taken.add(output)
+        if not wanted <= taken:
+            if len(self._taken) > PARTIAL_MAX:
+                del self._taken[next(iter(self._taken))]
+            return []
+        del self._taken[(key, column)]
+        return [(key, column)]
+
+    def owed(self, key: Any, columns: Iterable[str]) -> list[str]:
+        """The outputs that still owe ``key`` for the marks ``columns``."""
+        out: list[str] = []
+        for column in columns:
+            taken = self._taken.get((key, column), set())
+            out += [o for o in sorted(self.members.get(column, {column})) if o not in taken]
+        return out
+
+
+def _members(outputs: Collection[str]) -> dict[str, set[str]]:
+    members: dict[str, set[str]] = {}
+    for output in outputs:
+        members.setdefault(column_of(output), set()).add(output)
+    return members
 
 
 @runtime_checkable
 class FeedbackEmitter(Protocol):
-    """An emitter that also sends human labels (the score emitter's event output)."""
+    """An emitter that also sends human labels (the event output and the result sinks)."""
 
     outputs: Any
+    label_outputs: tuple[str, ...]
 
-    def emit_feedback(self, feedback: FeedbackRecord, span_id: str | None) -> bool: ...
+    def emit_feedback(
+        self,
+        feedback: FeedbackRecord,
+        span_id: str | None,
+        *,
+        outputs: Collection[str] | None = None,
+    ) -> bool: ...
 
-    def take_confirmed_feedback(self) -> list[int]: ...
+    def take_confirmed_feedback(self) -> list[tuple[int, str]]: ...
 
 
 def feedback_emitter(emitter: Any) -> FeedbackEmitter | None:
     """The emitter that sends labels: ``emitter`` or the one it wraps (enrich mode)."""
     for candidate in (emitter, getattr(emitter, "emitter", None)):
-        if isinstance(candidate, FeedbackEmitter) and "event" in candidate.outputs:
+        if isinstance(candidate, FeedbackEmitter) and candidate.label_outputs:
             return candidate
     return None
 
 
-def send_feedback(store: SpanStore, emitter: FeedbackEmitter, feedback: FeedbackRecord) -> bool:
-    """Queue a label's event on its span (a trace label: the root span; a conversation label:
-    the latest turn). False when the store no longer knows the target."""
+def send_feedback(
+    store: SpanStore,
+    emitter: FeedbackEmitter,
+    feedback: FeedbackRecord,
+    *,
+    outputs: Collection[str] | None = None,
+) -> bool:
+    """Queue a label on its span (a trace label: the root span; a conversation label: the
+    latest turn) for every label output, or only ``outputs``. False when the store no longer
+    knows the target."""
     found = store.feedback_target(
         trace_id=feedback.trace_id,
         span_id=feedback.span_id,
@@ -58,7 +136,8 @@ def send_feedback(store: SpanStore, emitter: FeedbackEmitter, feedback: Feedback
     if found is None:
         return False
     trace_id, span_id = found
-    return emitter.emit_feedback(dataclasses.replace(feedback, trace_id=trace_id), span_id)
+    labelled = dataclasses.replace(feedback, trace_id=trace_id)
+    return emitter.emit_feedback(labelled, span_id, outputs=outputs)
 
 
 class Delivery:
@@ -85,6 +164,10 @@ class Delivery:
         self.lease_seconds = lease_seconds
         self.stalled: set[str] = set()  # outputs whose last flush timed out
         self.labels = feedback_emitter(emitter)
+        self.results = Confirmations(_members(emitter.outputs))
+        label_outputs = set(self.labels.label_outputs) if self.labels is not None else set()
+        # a label has one mark, set once every label output took it
+        self.feedback = Confirmations({LABEL_MARK: label_outputs}, lambda _: LABEL_MARK)
 
     def mark_confirmed(self, now: float, *, wait: float) -> int:
         """Mark emitted, per output, what the exporters confirmed; wait up to ``wait`` seconds
@@ -101,22 +184,34 @@ class Delivery:
         confirmed = self.emitter.take_confirmed()
         by_output: dict[str, list[int]] = {}
         for key, name in confirmed:
-            by_output.setdefault(name, []).append(key)
+            for job_id, column in self.results.add(key, name):
+                by_output.setdefault(column, []).append(job_id)
         for name, job_ids in by_output.items():
             self.store.mark_emitted(job_ids, now=now, output=name)
         if self.labels is not None:
-            self.store.mark_feedback_emitted(self.labels.take_confirmed_feedback(), now=now)
+            done = [
+                feedback_id
+                for key, name in self.labels.take_confirmed_feedback()
+                for feedback_id, _ in self.feedback.add(key, name)
+            ]
+            self.store.mark_feedback_emitted(done, now=now)
         return len(confirmed)
 
     def reemit_feedback(self, now: float, *, flush_timeout: float) -> int:
         """Send the events of labels stored over a lease ago and not sent yet (labels posted to
         a worker go out at once; these are the ones written by Python, the CLI or a process
         that died first). Returns how many."""
-        if self.labels is None or "event" in self.stalled:
+        if self.labels is None or self.stalled & set(self.labels.label_outputs):
             return 0
         pending = self.store.unemitted_feedback(limit=REEMIT_LIMIT)
         stale = [f for f in pending if f.created_at <= now - self.lease_seconds]
-        sent = sum(1 for f in stale if send_feedback(self.store, self.labels, f))
+        sent = sum(
+            1
+            for f in stale
+            if send_feedback(
+                self.store, self.labels, f, outputs=self.feedback.owed(f.feedback_id, [LABEL_MARK])
+            )
+        )
         if sent:
             self.mark_confirmed(now, wait=flush_timeout)
         return sent
@@ -130,9 +225,15 @@ class Delivery:
                 continue  # still stuck on earlier items: re-sending would only drop
             self.stalled.discard(output)
             ready.append(output)
-        if not ready:
+        # a mark is re-sent for only when every output counting towards it is ready
+        columns = [
+            column
+            for column, members in self.results.members.items()
+            if all(output in ready for output in members)
+        ]
+        if not columns:
             return 0
-        pending = self.store.unemitted_results(outputs=ready, limit=REEMIT_LIMIT)
+        pending = self.store.unemitted_results(outputs=columns, limit=REEMIT_LIMIT)
         # A live evaluator emits right after storing; only results older than a lease are
         # orphans of a crash or of a backend that was down (else we would race the process
         # that is about to emit them).
@@ -143,7 +244,8 @@ class Delivery:
             or item.record.finished_at <= now - self.lease_seconds
         ]
         for item in stale:
-            self.emitter.emit(item.record, item.job_id, outputs=item.outputs)
+            owed = self.results.owed(item.job_id, item.outputs)
+            self.emitter.emit(item.record, item.job_id, outputs=owed)
         if stale:
             self.mark_confirmed(now, wait=flush_timeout)
         return len(stale)

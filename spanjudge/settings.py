@@ -42,14 +42,14 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from spanjudge._core.kinds import OUTPUTS, Output
+from spanjudge._core.kinds import OUTPUTS, Output, Sink
 from spanjudge._receive.limits import MAX_BODY_BYTES, MAX_DECOMPRESSED_BYTES
 from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number
-from spanjudge.rule_settings import RuleConfig as RuleConfig
+from spanjudge.rule_settings import RuleConfig
 from spanjudge.settings_checks import (
     HttpUrl,
     JudgeModel,
@@ -95,8 +95,39 @@ class WorkerSettings(LoopSettings, BaseSettings):
     receiver_port: int = Field(
         default=4318, ge=0, le=65535, description="Port of the OTLP/HTTP receiver."
     )
+    receiver_max_connections: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Connections open at once, at most half the open-file limit; past it a new "
+        "one closes the one longest waiting for its headers, or gets 503 + Retry-After.",
+    )
+    receiver_header_timeout_seconds: Number = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="A connection is closed when its request headers take longer than this.",
+    )
+    receiver_body_timeout_seconds: Number = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="A request whose body takes longer than this gets 408.",
+    )
+    shutdown_grace_seconds: Number = Field(
+        default=25.0,
+        gt=0,
+        le=3600,
+        description="On SIGTERM the worker exits within this: judge calls still running then "
+        "are cancelled and their jobs left for the next start (under Kubernetes' 30 s).",
+    )
     bearer_token: str | None = Field(
         default=None, description="When set, clients must send Authorization: Bearer <token>."
+    )
+    annotator_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="POST /v1/feedback: one token per annotator ({name = token}); when set, a "
+        "label's annotator is the one its token belongs to and bearer_token is not accepted.",
     )
     allow_unauthenticated: bool = Field(
         default=False,
@@ -192,11 +223,43 @@ class WorkerSettings(LoopSettings, BaseSettings):
         description="Where scores (and, in enrich mode, spans) go over OTLP/HTTP; unset: "
         "OTEL_EXPORTER_OTLP_(TRACES_|LOGS_)ENDPOINT.",
     )
-    outputs: list[Output] = Field(
+    outputs: list[Output | Sink] = Field(
         default_factory=_all_outputs,
         min_length=1,
-        description="How results leave: span (evaluation span, /v1/traces) and/or event "
-        "(gen_ai.evaluation.result log record, /v1/logs).",
+        description="How results leave: span (evaluation span, /v1/traces), event "
+        "(gen_ai.evaluation.result log record, /v1/logs), phoenix (Phoenix annotations), "
+        "mlflow (MLflow feedback assessments); docs/backends.md.",
+    )
+    evaluation_status: Literal["judge-errors", "unset", "failing"] = Field(
+        default="judge-errors",
+        description="Which evaluation spans get status ERROR: judge-errors (an evaluation "
+        "that could not score; a failing verdict stays unset, so the app's error rates are "
+        "left alone), unset (none) or failing (also every failing verdict).",
+    )
+    evaluation_service: Literal["auto", "judged", "worker"] = Field(
+        default="auto",
+        description="Whose service.name evaluation spans carry: judged (the judged span's), "
+        "worker (service_name), auto (judged when the spans go to MLflow, which tags a trace "
+        "with the last batch's service, else worker).",
+    )
+    phoenix_endpoint: HttpUrl | None = Field(
+        default=None,
+        description="Phoenix's URL for the phoenix output; unset: PHOENIX_COLLECTOR_ENDPOINT, "
+        "then downstream_endpoint.",
+    )
+    phoenix_api_key_env: str = Field(
+        default="PHOENIX_API_KEY",
+        description="The NAME of the variable holding Phoenix's API key (sent when set).",
+    )
+    mlflow_endpoint: HttpUrl | None = Field(
+        default=None,
+        description="MLflow's tracking server URL for the mlflow output; unset: "
+        "MLFLOW_TRACKING_URI, then downstream_endpoint.",
+    )
+    mlflow_token_env: str = Field(
+        default="MLFLOW_TRACKING_TOKEN",
+        description="The NAME of the variable holding MLflow's token (sent when set; "
+        "MLFLOW_TRACKING_USERNAME and _PASSWORD give basic auth).",
     )
     service_name: str = Field(
         default="spanjudge-worker", description="service.name of the worker's own telemetry."
@@ -238,6 +301,23 @@ class WorkerSettings(LoopSettings, BaseSettings):
         if value is not None and not value.strip():  # as an unset template variable gives
             raise ValueError("is empty (remove the key to run without authentication)")
         return value
+
+    @field_validator("annotator_tokens")
+    @classmethod
+    def _annotator_tokens_distinct(
+        cls, tokens: dict[str, str], info: ValidationInfo
+    ) -> dict[str, str]:
+        shared = info.data.get("bearer_token")
+        seen: dict[str, str] = {}
+        for name, token in tokens.items():
+            if not name.strip() or not token.strip():
+                raise ValueError(f"{name!r}: an annotator name and its token must not be empty")
+            if token == shared:
+                raise ValueError(f"{name!r}: the same token as bearer_token")
+            if token in seen:
+                raise ValueError(f"{name!r}: the same token as {seen[token]!r}")
+            seen[token] = name
+        return tokens
 
     @field_validator("allow_unauthenticated")
     @classmethod

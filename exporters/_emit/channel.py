@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spanjudge._core import metric_names as names
-from spanjudge._core.kinds import Output
+from spanjudge._core.kinds import Output, Sink
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge.exporters._batch import BatchWorker
 from spanjudge.exporters._emit.logs_refusal import LogsRefusal
@@ -39,7 +39,7 @@ class Channel:
 
     def __init__(
         self,
-        output: Output,
+        output: Output | Sink,
         build: Callable[[EvaluationRecord], Any],
         export: Callable[[list[Any]], bool],
         *,

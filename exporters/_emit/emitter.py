@@ -5,7 +5,15 @@ Outputs (see :mod:`spanjudge.exporters._emit.evaluation_result` for what each ca
 
 * ``"span"``: the evaluation span, child of the evaluated span, over an OTLP span exporter;
 * ``"event"``: the semconv ``gen_ai.evaluation.result`` log record on the evaluated span, over
-  an OTLP log exporter (``/v1/logs``).
+  an OTLP log exporter (``/v1/logs``);
+* ``"phoenix"``, ``"mlflow"``: the result as the product's own annotation or assessment, through
+  its HTTP API (:mod:`spanjudge.exporters._sinks`); a person's label goes there too.
+
+The evaluation span carries the judged span's ``service.name`` or the worker's
+(``evaluation_service``): ``auto`` picks the judged one when the spans go to MLflow, which tags
+a whole trace with the resource of the last batch it received (a worker's ``service.name``
+would relabel every judged trace), and the worker's elsewhere, where a trace has spans of many
+services.
 
 Each output has its own bounded queue and writer thread (a
 :class:`~spanjudge.exporters._batch.BatchWorker`), so a dead logs backend never delays the spans,
@@ -27,28 +35,33 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args
 
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from spanjudge._core import metric_names as names
-from spanjudge._core.kinds import OUTPUTS, Output
+from spanjudge._core.kinds import OUTPUTS, SINKS, Output, Sink
 from spanjudge._core.log_text import log_text
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
 from spanjudge.errors import ConfigError
 from spanjudge.exporters._emit.channel import Channel
 from spanjudge.exporters._emit.evaluation_result import (
+    DEFAULT_EVALUATION_STATUS,
+    EMITTED_BY,
     MISSING_FIELD,
+    check_evaluation_status,
     default_resource,
     evaluation_event,
     evaluation_span,
     feedback_event,
 )
 from spanjudge.exporters._emit.logs_refusal import RECHECK_SECONDS, LogsRefusal
+from spanjudge.exporters._sinks.base import REFUSED, ResultSink, SinkItem
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
@@ -64,9 +77,16 @@ DROP_INVALID = names.INVALID_RECORD
 DROP_EXPORT_FAILED = names.EXPORT_FAILED
 DROP_SHUTDOWN = names.SHUTDOWN
 DROP_REASONS: tuple[str, ...] = names.EMITTER_DROP_REASONS
+# Whose service.name the evaluation span carries (module docstring).
+EvaluationService = Literal["auto", "judged", "worker"]
+EVALUATION_SERVICES: Final[tuple[EvaluationService, ...]] = get_args(EvaluationService)
+# A header that sends OTLP spans into an MLflow experiment: the spans' backend is MLflow.
+MLFLOW_HEADER = "x-mlflow-experiment-id"
+JUDGED_RESOURCES_MAX = 1024
 
 __all__ = [
     "DROP_REASONS",
+    "EVALUATION_SERVICES",
     "MISSING_FIELD",
     "OUTPUTS",
     "Emitter",
@@ -83,7 +103,7 @@ class _FeedbackKey(int):
 class Emitter(Protocol):
     """What the evaluation loop needs of an emitter (the score emitter, or enrich mode's)."""
 
-    outputs: tuple[Output, ...]
+    outputs: tuple[Output | Sink, ...]
 
     def emit(
         self, record: EvaluationRecord, key: Any = None, *, outputs: Collection[str] | None = None
@@ -98,16 +118,33 @@ class Emitter(Protocol):
     def shutdown(self, timeout_seconds: float = 10) -> None: ...
 
 
-def check_outputs(outputs: Collection[str]) -> tuple[Output, ...]:
+def check_outputs(outputs: Collection[str]) -> tuple[Output | Sink, ...]:
     """``outputs`` validated and de-duplicated in canonical order; a clear error otherwise."""
+    known: tuple[Output | Sink, ...] = (*OUTPUTS, *SINKS)
     if isinstance(outputs, str):
         raise ConfigError(f"outputs must be a list such as ['span', 'event'], got {outputs!r}")
-    unknown = sorted(set(outputs) - set(OUTPUTS))
+    unknown = sorted(set(outputs) - set(known))
     if unknown:
-        raise ConfigError(f"unknown output(s) {unknown}; known: {', '.join(OUTPUTS)}")
+        raise ConfigError(f"unknown output(s) {unknown}; known: {', '.join(known)}")
     if not outputs:
-        raise ConfigError("outputs must name at least one of: " + ", ".join(OUTPUTS))
-    return tuple(o for o in OUTPUTS if o in outputs)
+        raise ConfigError("outputs must name at least one of: " + ", ".join(known))
+    return tuple(o for o in known if o in outputs)
+
+
+def _headers_name_mlflow(span_exporter: Any) -> bool:
+    """Whether the span exporter's headers (or the OTLP header variables) send to MLflow."""
+    texts = [os.environ.get(f"OTEL_EXPORTER_OTLP{s}_HEADERS", "") for s in ("", "_TRACES")]
+    headers = getattr(getattr(span_exporter, "_client", None), "_headers", None)
+    if isinstance(headers, Mapping):
+        texts.extend(str(key) for key in headers)
+    return any(MLFLOW_HEADER in text.lower() for text in texts)
+
+
+def _valid_trace_id(trace_id: str | None) -> bool:
+    try:
+        return bool(trace_id) and int(trace_id or "", 16) != 0
+    except ValueError:
+        return False
 
 
 class ScoreEmitter:
@@ -141,9 +178,18 @@ class ScoreEmitter:
         telemetry: Telemetry | None = None,
         max_queue: int = 2048,
         logs_recheck_seconds: float = RECHECK_SECONDS,
+        sinks: Mapping[str, ResultSink] | None = None,
+        evaluation_status: str = DEFAULT_EVALUATION_STATUS,
+        evaluation_service: str = "auto",
     ) -> None:
         if max_queue < 1:
             raise ConfigError("max_queue must be positive")
+        if evaluation_service not in EVALUATION_SERVICES:
+            raise ConfigError(
+                f"evaluation_service must be one of {', '.join(EVALUATION_SERVICES)},"
+                f" got {evaluation_service!r}"
+            )
+        self.evaluation_status = check_evaluation_status(evaluation_status)
         if outputs is None:
             # exporters given by the caller name the outputs; none given: both, over OTLP
             given = [o for o, e in (("span", span_exporter), ("event", log_exporter)) if e]
@@ -153,7 +199,7 @@ class ScoreEmitter:
         self.telemetry = telemetry
         self.max_queue = max_queue
         self._confirmed: list[tuple[Any, str]] = []
-        self._feedback_confirmed: list[int] = []
+        self._feedback_confirmed: list[tuple[int, str]] = []
         self._lock = threading.Lock()
         self.span_exporter: SpanExporter | None = None
         self.log_exporter: LogRecordExporter | None = None
@@ -181,10 +227,35 @@ class ScoreEmitter:
                 on_settled=telemetry.record_events_not_accepted if telemetry else None,
             )
             self._add_channel("event", self._event, self._export_events, self.logs_refusal)
+        self.sinks: dict[str, ResultSink] = {}
+        for name in SINKS:
+            if name in self.outputs:
+                self._add_sink(name, (sinks or {}).get(name))
+        self.judged_service = evaluation_service == "judged" or (
+            evaluation_service == "auto"
+            and ("mlflow" in self.outputs or _headers_name_mlflow(self.span_exporter))
+        )
+        self._judged_resources: dict[str, Resource] = {}
+
+    def _add_sink(self, name: Sink, sink: ResultSink | None) -> None:
+        if sink is None:
+            from spanjudge.exporters._sinks.settings import sink_from_environment
+
+            sink = sink_from_environment(name)
+        if getattr(sink, "on_refused", False) is None:
+            telemetry = self.telemetry
+
+            def refused(count: int) -> None:
+                if telemetry is not None:
+                    telemetry.record_emitter_dropped(REFUSED, count, output=name)
+
+            sink.on_refused = refused  # type: ignore[attr-defined]  # an HttpSink's hook
+        self.sinks[name] = sink
+        self._add_channel(name, SinkItem.of, sink.export)
 
     def _add_channel(
         self,
-        output: Output,
+        output: Output | Sink,
         build: Callable[[EvaluationRecord], Any],
         export: Callable[[list[Any]], bool],
         refusal: LogsRefusal | None = None,
@@ -205,7 +276,24 @@ class ScoreEmitter:
 
     # ---------------------------------------------------------------- builders and exports
     def _span(self, record: EvaluationRecord) -> Any:
-        return evaluation_span(record, self.resource)
+        return evaluation_span(record, self._span_resource(record), status=self.evaluation_status)
+
+    def _span_resource(self, record: EvaluationRecord) -> Resource:
+        """The worker's resource, or with ``judged``, the same with the judged span's
+        service.name (the worker's kept in ``spanjudge.evaluation.emitted_by``)."""
+        service = record.service_name
+        if not self.judged_service or not service:
+            return self.resource
+        found = self._judged_resources.get(service)
+        if found is None:
+            own = self.resource.attributes.get(SERVICE_NAME)
+            attributes = {**self.resource.attributes, SERVICE_NAME: service}
+            if own is not None:
+                attributes[EMITTED_BY] = own
+            found = Resource(attributes, self.resource.schema_url)
+            if len(self._judged_resources) < JUDGED_RESOURCES_MAX:
+                self._judged_resources[service] = found
+        return found
 
     def _event(self, record: EvaluationRecord) -> Any:
         return evaluation_event(record, self.resource)
@@ -224,7 +312,7 @@ class ScoreEmitter:
         with self._lock:
             for key, output in confirmed:
                 if isinstance(key, _FeedbackKey):
-                    self._feedback_confirmed.append(int(key))
+                    self._feedback_confirmed.append((int(key), output))
                 else:
                     self._confirmed.append((key, output))
 
@@ -296,23 +384,42 @@ class ScoreEmitter:
                 continue
             channel.worker.put([(item, key)])
 
-    def emit_feedback(self, feedback: FeedbackRecord, span_id: str | None) -> bool:
-        """Queue a person's label as a ``spanjudge.feedback`` log event on ``span_id`` (the
-        event output); False, queueing nothing, without that output or a valid trace id.
-        :meth:`take_confirmed_feedback` hands its id back once the log exporter took it."""
-        channel = self._channels.get("event")
-        if channel is None:
-            return False
-        try:
-            item = feedback_event(feedback, span_id, self.resource)
-        except ValueError:
-            channel.worker.drop(DROP_INVALID)
-            return False
-        channel.worker.put([(item, _FeedbackKey(feedback.feedback_id))])
-        return True
+    @property
+    def label_outputs(self) -> tuple[str, ...]:
+        """The outputs a person's label goes to: the event output and the sinks."""
+        return tuple(o for o in self._channels if o == "event" or o in SINKS)
 
-    def take_confirmed_feedback(self) -> list[int]:
-        """Feedback ids whose event the log exporter accepted since the last call."""
+    def emit_feedback(
+        self,
+        feedback: FeedbackRecord,
+        span_id: str | None,
+        *,
+        outputs: Collection[str] | None = None,
+    ) -> bool:
+        """Queue a person's label on ``span_id`` for every label output (or only ``outputs``):
+        a ``spanjudge.feedback`` log event (the event output), a HUMAN annotation or assessment
+        (the sinks). False, queueing nothing, without such an output or a valid trace id.
+        :meth:`take_confirmed_feedback` hands ``(id, output)`` back once an output took it."""
+        if not _valid_trace_id(feedback.trace_id):
+            for name in self.label_outputs:
+                self._channels[name].worker.drop(DROP_INVALID)
+            return False
+        key = _FeedbackKey(feedback.feedback_id)
+        queued = False
+        for name in self.label_outputs:
+            if outputs is not None and name not in outputs:
+                continue
+            channel = self._channels[name]
+            if name == "event":
+                item: Any = feedback_event(feedback, span_id, self.resource)
+            else:
+                item = SinkItem(label=feedback, span_id=span_id)
+            channel.worker.put([(item, key)])
+            queued = True
+        return queued
+
+    def take_confirmed_feedback(self) -> list[tuple[int, str]]:
+        """``(feedback id, output)`` pairs an output took since the last call (each once)."""
         with self._lock:
             confirmed, self._feedback_confirmed = self._feedback_confirmed, []
         return confirmed
@@ -352,3 +459,8 @@ class ScoreEmitter:
                 logger.debug("exporter shutdown failed", exc_info=True)
         if self.logs_refusal is not None:
             self.logs_refusal.close()
+        for sink in self.sinks.values():
+            try:
+                sink.close()
+            except Exception:
+                logger.debug("sink close failed", exc_info=True)

@@ -5,7 +5,12 @@ evaluation result) feeds every form, so they cannot disagree:
 
 * the **evaluation span** (:func:`evaluation_span`): child of the evaluated span, named
   ``evaluation {metric}``, with the semconv fields, the project's provenance
-  (``spanjudge.evaluation.*``) and a ``gen_ai.evaluation.result`` span event. It is an instant
+  (``spanjudge.evaluation.*``), a ``gen_ai.evaluation.result`` span event, and the span kind
+  LLM UIs render (``openinference.span.kind = EVALUATOR``: Phoenix shows it as an evaluator
+  span, MLflow's OTLP ingest maps it to its ``EVALUATOR`` span type) with the one-line summary
+  as ``output.value`` (the output both show first). Its status follows a policy
+  (:data:`EVALUATION_STATUSES`): by default only an evaluation that could not score is ERROR,
+  so a failing verdict never counts as an error of the app. It is an instant
   at the evaluated target's end, inside the judged trace's time window, so it never stretches
   the trace (its duration, its latency percentiles); when the judge ran is in
   ``spanjudge.evaluation.judged_at`` and ``.duration`` (docs/scores.md says why);
@@ -35,7 +40,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.sdk._logs import ReadableLogRecord
@@ -64,6 +69,21 @@ MAX_VERDICTS_CHARS = 8192
 # Reasons ride on the user's span in enrich mode, which backends limit in size.
 MAX_REASON_CHARS = 2048
 SCORE_PREFIX = "spanjudge.score."
+# The span kind attribute of OpenInference, read by Phoenix and by MLflow's OTLP ingest.
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+EVALUATOR_KIND = "EVALUATOR"
+OUTPUT_VALUE = "output.value"
+# The worker's service.name when the evaluation span carries the judged span's (``judged``).
+EMITTED_BY = "spanjudge.evaluation.emitted_by"
+
+# Which evaluation spans get status ERROR:
+# * ``judge-errors`` (default): an evaluation that could not score (judge error, timeout); a
+#   failing verdict stays UNSET, so error rates and error charts count the app's errors only;
+# * ``unset``: none (an outage of the judge does not show in error charts either);
+# * ``failing``: also every failing verdict (its status message the one-line summary).
+EvaluationStatus = Literal["judge-errors", "unset", "failing"]
+EVALUATION_STATUSES: Final[tuple[EvaluationStatus, ...]] = get_args(EvaluationStatus)
+DEFAULT_EVALUATION_STATUS: Final[EvaluationStatus] = "judge-errors"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
@@ -148,8 +168,14 @@ def judge_timing(record: EvaluationRecord) -> dict[str, Any]:
 
 
 def span_attributes(record: EvaluationRecord) -> dict[str, Any]:
-    """All attributes of the evaluation span: semconv fields, then provenance."""
-    return {**result_fields(record), **provenance(record)}
+    """All attributes of the evaluation span: semconv fields, provenance, then the span kind
+    and the one-line summary LLM UIs show."""
+    return {
+        **result_fields(record),
+        **provenance(record),
+        OPENINFERENCE_SPAN_KIND: EVALUATOR_KIND,
+        OUTPUT_VALUE: event_body(record)[:MAX_REASON_CHARS],
+    }
 
 
 def event_attributes(record: EvaluationRecord) -> dict[str, Any]:
@@ -193,13 +219,22 @@ def _linked_trace_id(record: EvaluationRecord) -> int:
     return int(digest[:32], 16) or int(digest[32:], 16)
 
 
-def _status(record: EvaluationRecord) -> Status:
-    """ERROR for a judge error (its message) and for a failing verdict (the one-line summary
-    with the judge's reason), so a UI marks it at a glance; a pass or a skip stays UNSET."""
-    if record.status == "error":
+def check_evaluation_status(policy: str) -> EvaluationStatus:
+    if policy not in EVALUATION_STATUSES:
+        raise ConfigError(
+            f"evaluation_status must be one of {', '.join(EVALUATION_STATUSES)}, got {policy!r}"
+        )
+    return policy  # type: ignore[return-value]  # checked just above
+
+
+def _status(record: EvaluationRecord, policy: EvaluationStatus) -> Status:
+    """By ``policy`` (:data:`EVALUATION_STATUSES`): ERROR for a judge error (its message)
+    unless ``unset``, and for a failing verdict (the one-line summary with the judge's reason)
+    only with ``failing``; a pass or a skip stays UNSET."""
+    if record.status == "error" and policy != "unset":
         return Status(StatusCode.ERROR, record.error_message or record.error_type or None)
     failed = record.label == "fail" or (record.label is None and record.success is False)
-    if record.status == "scored" and failed:
+    if record.status == "scored" and failed and policy == "failing":
         return Status(StatusCode.ERROR, event_body(record)[:MAX_REASON_CHARS])
     return Status(StatusCode.UNSET)
 
@@ -213,9 +248,15 @@ def _trace_id(record: EvaluationRecord) -> int:
     return trace_id
 
 
-def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) -> ReadableSpan:
+def evaluation_span(
+    record: EvaluationRecord,
+    resource: Resource | None = None,
+    *,
+    status: EvaluationStatus = DEFAULT_EVALUATION_STATUS,
+) -> ReadableSpan:
     """The evaluation span of ``record``; its id is derived from (rule, target), so a re-emitted
     result is the same span. Raises ``ValueError`` when the record has no (valid) trace id.
+    ``status``: which verdicts make it an ERROR span (:data:`EVALUATION_STATUSES`).
 
     It is a child of the evaluated span, starting and ending at the evaluated target's end
     (``target_end_unix_nano``: the span's end; a trace's or a conversation's last end), so the
@@ -251,7 +292,7 @@ def evaluation_span(record: EvaluationRecord, resource: Resource | None = None) 
         events=[Event(attrs.GEN_AI_EVALUATION_RESULT_EVENT, result_fields(record), timestamp=end)],
         links=links,
         kind=SpanKind.INTERNAL,
-        status=_status(record),
+        status=_status(record, status),
         start_time=start,
         end_time=end,
         instrumentation_scope=InstrumentationScope(attrs.TRACER_NAME),

@@ -25,6 +25,7 @@ __all__ = [
     "NAMED_METRICS",
     "OUTCOMES",
     "OUTPUTS",
+    "SINKS",
     "STATUSES",
     "TARGET_TYPES",
     "FeedbackSource",
@@ -32,6 +33,7 @@ __all__ = [
     "MetricName",
     "Outcome",
     "Output",
+    "Sink",
     "Status",
     "TargetType",
 ]
@@ -83,6 +85,11 @@ OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 # event (/v1/logs).
 Output = Literal["span", "event"]
 OUTPUTS: Final[tuple[Output, ...]] = get_args(Output)
+
+# A result written as a product's own annotation beside the OTLP outputs: a Phoenix span/trace
+# annotation, an MLflow feedback assessment (exporters/_sinks).
+Sink = Literal["phoenix", "mlflow"]
+SINKS: Final[tuple[Sink, ...]] = get_args(Sink)
 
 # Where a person's label came from: spanjudge.feedback(), POST /v1/feedback, spanjudge feedback.
 FeedbackSource = Literal["python", "http", "cli"]

@@ -1,5 +1,5 @@
 """Evaluation spans never change the duration of the trace they judge, and their status shows a
-failing verdict at a glance (issue 30 item 12).
+failing verdict by the status policy (issue 30 item 12, issue 39 item 2).
 
 The judge runs seconds to hours after the app's turn ended; an evaluation span timed by the
 judge, inside the app's trace, stretched the trace (and every latency percentile built from it)
@@ -8,6 +8,7 @@ timing as attributes."""
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.trace.status import StatusCode
 
 from spanjudge.exporters._emit.evaluation_result import evaluation_event, evaluation_span
@@ -77,23 +78,46 @@ def test_without_the_targets_end_the_span_is_linked_from_a_trace_of_its_own() ->
     assert (log.trace_id, log.span_id) == (int(TRACE_ID, 16), int(SPAN_ID, 16))
 
 
-def test_a_failing_verdict_is_an_error_status_with_the_reason() -> None:
+def test_a_failing_verdict_leaves_the_status_unset_by_default() -> None:
+    # the default policy: a low score is a finding about the answer, not an error of the app,
+    # so error rates and error charts (Phoenix's, Jaeger's error=true) count the app's errors
     record = make_record(
         score=0.25, label="fail", success=False, reason="2 of 3 claims unsupported"
     )
-    status = evaluation_span(record).status
+    assert evaluation_span(record).status.status_code is StatusCode.UNSET
+    assert evaluation_span(record, status="unset").status.status_code is StatusCode.UNSET
+
+
+def test_the_failing_policy_makes_a_failing_verdict_an_error_with_the_reason() -> None:
+    record = make_record(
+        score=0.25, label="fail", success=False, reason="2 of 3 claims unsupported"
+    )
+    status = evaluation_span(record, status="failing").status
     assert status.status_code is StatusCode.ERROR
     assert status.description == "faithfulness 0.25 fail: 2 of 3 claims unsupported"
 
 
-def test_a_judge_error_is_an_error_status_with_its_message() -> None:
+def test_a_judge_error_is_an_error_status_with_its_message_unless_unset() -> None:
     record = make_record(
         status="error", score=None, label=None, success=None, reason=None,
         error_type="judge_timeout", error_message="the judge did not answer in 60 s",
     )  # fmt: skip
-    status = evaluation_span(record).status
-    assert status.status_code is StatusCode.ERROR
-    assert status.description == "the judge did not answer in 60 s"
+    for policy in ("judge-errors", "failing"):
+        status = evaluation_span(record, status=policy).status  # type: ignore[arg-type]
+        assert status.status_code is StatusCode.ERROR
+        assert status.description == "the judge did not answer in 60 s"
+    assert evaluation_span(record).status.status_code is StatusCode.ERROR  # the default
+    assert evaluation_span(record, status="unset").status.status_code is StatusCode.UNSET
+    # the reason is still on the span for every policy
+    assert evaluation_span(record, status="unset").attributes["error.type"] == "judge_timeout"
+
+
+def test_an_unknown_status_policy_is_a_config_error() -> None:
+    from spanjudge.errors import ConfigError
+    from spanjudge.exporters._emit.emitter import ScoreEmitter
+
+    with pytest.raises(ConfigError, match="evaluation_status must be one of judge-errors"):
+        ScoreEmitter(outputs=["span"], span_exporter=object(), evaluation_status="red")  # type: ignore[arg-type]
 
 
 def test_a_pass_and_a_skip_leave_the_status_unset() -> None:
@@ -107,4 +131,4 @@ def test_a_pass_and_a_skip_leave_the_status_unset() -> None:
 
 def test_a_stored_record_with_only_success_false_still_shows_as_failing() -> None:
     record = make_record(score=0.1, label=None, success=False, reason="off topic")
-    assert evaluation_span(record).status.status_code is StatusCode.ERROR
+    assert evaluation_span(record, status="failing").status.status_code is StatusCode.ERROR

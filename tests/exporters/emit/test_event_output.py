@@ -210,7 +210,10 @@ def test_both_outputs_send_the_same_span_as_before_and_the_event(sink: OtlpSink)
     assert [name for name, _ in span.events] == [attrs.GEN_AI_EVALUATION_RESULT_EVENT]
     # the event hangs on the evaluated span, beside (not under) the evaluation span
     assert (log.trace_id, log.span_id) == (TRACE_ID, SPAN_ID)
-    span_fields = {k: v for k, v in span.attributes.items() if k != attrs.SPANJUDGE_EVAL_VERDICTS}
+    # the span alone has the verdicts and what LLM UIs read (its kind and its output summary)
+    span_only = {attrs.SPANJUDGE_EVAL_VERDICTS, "openinference.span.kind", "output.value"}
+    span_fields = {k: v for k, v in span.attributes.items() if k not in span_only}
+    assert span.attributes["openinference.span.kind"] == "EVALUATOR"
     # the same fields in both forms; the event adds the span's id as its stable id
     assert log.attributes == {**span_fields, attrs.SPANJUDGE_EVAL_ID: span.span_id}
 

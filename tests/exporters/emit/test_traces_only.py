@@ -122,5 +122,5 @@ def test_label_events_settle_too() -> None:
         assert emitter.emit_feedback(feedback, None)
         assert emitter.force_flush(10)
         emitter.shutdown()
-    assert emitter.take_confirmed_feedback() == [7]
+    assert emitter.take_confirmed_feedback() == [(7, "event")]
     assert emitter.events_not_accepted == 1
