@@ -20,10 +20,9 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord
 from opentelemetry.sdk._logs.export import (
@@ -40,7 +39,10 @@ from spanjudge._receive.logs import (
 )
 from spanjudge._store.base import SpanStore
 from spanjudge.errors import ConfigError
-from spanjudge.exporters._store_spans import INVALID_LOG, StoreWriter
+from spanjudge.exporters._store_spans import INVALID_LOG, StoreWriter, WriterOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger("spanjudge.store_exporter")
 
@@ -102,15 +104,7 @@ class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str], LogEvent], Log
     """
 
     def __init__(
-        self,
-        store: SpanStore,
-        *,
-        max_queue_logs: int = 10_000,
-        batch_size: int = 512,
-        flush_interval: float = 0.5,
-        on_written: Callable[[int], None] | None = None,
-        on_dropped: Callable[[str, int], None] | None = None,
-        clock: Callable[[], float] = time.time,
+        self, store: SpanStore, *, max_queue_logs: int = 10_000, **options: Unpack[WriterOptions]
     ) -> None:
         self.store = store
         self._ignored: Counter[str] = Counter()
@@ -118,12 +112,8 @@ class StoreLogExporter(StoreWriter[tuple[ReadableLogRecord, str], LogEvent], Log
         super().__init__(
             name="spanjudge-store-log-exporter",
             max_queue=max_queue_logs,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            on_written=on_written,
-            on_dropped=on_dropped,
-            clock=clock,
             queue_option="max_queue_logs",
+            **options,
         )
 
     @property

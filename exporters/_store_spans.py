@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -31,6 +31,9 @@ from spanjudge._store.base import SpanLog
 from spanjudge.errors import ConfigError
 from spanjudge.exporters._batch import BatchWorker
 from spanjudge.exporters._convert import span_to_record
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger("spanjudge.store_exporter")
 
@@ -50,21 +53,33 @@ T = TypeVar("T")  # what the app hands over
 R = TypeVar("R")  # what the store takes
 
 
+class WriterOptions(TypedDict, total=False):
+    """The options both store exporters take beside their queue bound (see
+    :class:`StoreSpanExporter`)."""
+
+    batch_size: int
+    flush_interval: float
+    on_written: Callable[[int], None] | None
+    on_dropped: Callable[[str, int], None] | None
+    clock: Callable[[], float]
+
+
 class StoreWriter(Generic[T, R]):
     """What both store exporters share: the batch worker, the counters, rate-limited warnings
-    and the guarded hand-off from the app's thread."""
+    and the guarded hand-off from the app's thread. A subclass names its queue option
+    (``queue_option``: ``max_queue_spans``, ``max_queue_logs``) and its writer thread."""
 
     def __init__(
         self,
         *,
         name: str,
         max_queue: int,
-        batch_size: int,
-        flush_interval: float,
-        on_written: Callable[[int], None] | None,
-        on_dropped: Callable[[str, int], None] | None,
-        clock: Callable[[], float],
         queue_option: str,
+        batch_size: int = 512,
+        flush_interval: float = 0.5,
+        on_written: Callable[[int], None] | None = None,
+        on_dropped: Callable[[str, int], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if max_queue < 1 or batch_size < 1:
             raise ConfigError(f"{queue_option} and batch_size must be positive")
@@ -194,26 +209,14 @@ class StoreSpanExporter(StoreWriter[ReadableSpan, SpanRecord], SpanExporter):
     """
 
     def __init__(
-        self,
-        store: SpanLog,
-        *,
-        max_queue_spans: int = 10_000,
-        batch_size: int = 512,
-        flush_interval: float = 0.5,
-        on_written: Callable[[int], None] | None = None,
-        on_dropped: Callable[[str, int], None] | None = None,
-        clock: Callable[[], float] = time.time,
+        self, store: SpanLog, *, max_queue_spans: int = 10_000, **options: Unpack[WriterOptions]
     ) -> None:
         self.store = store
         super().__init__(
             name="spanjudge-store-exporter",
             max_queue=max_queue_spans,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            on_written=on_written,
-            on_dropped=on_dropped,
-            clock=clock,
             queue_option="max_queue_spans",
+            **options,
         )
 
     @property

@@ -19,6 +19,26 @@ class OnPostgres(str):
     dialect = "postgresql"
 
 
+# The spans table's columns, as version 1 made them and version 12 makes them again
+# partitioned (schema.py's tokens: {bigint}, {real}): spelt once.
+SPAN_COLUMNS = """            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            parent_span_id TEXT,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            start_ns {bigint} NOT NULL,
+            end_ns {bigint} NOT NULL,
+            status_code TEXT NOT NULL,
+            status_message TEXT,
+            attributes TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            events TEXT NOT NULL,
+            scope_name TEXT,
+            service_name TEXT,
+            conversation_id TEXT,
+            arrived_at {real} NOT NULL,
+"""
+
 _DAY_NS = 86_400_000_000_000
 _SPAN_COLUMNS = (
     "trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code,"
@@ -64,24 +84,9 @@ PARTITION_BY_DAY: list[str] = [
     OnPostgres("DROP INDEX IF EXISTS spans_conversation"),
     OnPostgres("DROP INDEX IF EXISTS spans_arrived"),
     OnPostgres(
-        """CREATE TABLE spans (
-            trace_id TEXT NOT NULL,
-            span_id TEXT NOT NULL,
-            parent_span_id TEXT,
-            name TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            start_ns BIGINT NOT NULL,
-            end_ns BIGINT NOT NULL,
-            status_code TEXT NOT NULL,
-            status_message TEXT,
-            attributes TEXT NOT NULL,
-            resource TEXT NOT NULL,
-            events TEXT NOT NULL,
-            scope_name TEXT,
-            service_name TEXT,
-            conversation_id TEXT,
-            arrived_at DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (trace_id, span_id, start_ns)) PARTITION BY RANGE (start_ns)"""
+        "CREATE TABLE spans (\n"
+        + SPAN_COLUMNS
+        + "            PRIMARY KEY (trace_id, span_id, start_ns)) PARTITION BY RANGE (start_ns)"
     ),
     # rows of days without a partition of their own (spanjudge/_store/partitions.py)
     OnPostgres("CREATE TABLE spans_default PARTITION OF spans DEFAULT"),

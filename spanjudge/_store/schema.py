@@ -15,33 +15,31 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from spanjudge._store.models import LEASED, PENDING
-from spanjudge._store.partitioned_schema import PARTITION_BY_DAY
+from spanjudge._store.partitioned_schema import PARTITION_BY_DAY, SPAN_COLUMNS
 from spanjudge._store.sql_base import Cursor, wall
 
 # Tokens filled per dialect: {id_pk} an auto-increment key, {real} a double, {bigint} 64 bits,
 # {blob} bytes.
 # Migrations are append-only: version N is MIGRATIONS[N - 1]; a release that changes the schema
 # adds a list of statements, and every database catches up at start-up.
+# The columns a result row has, in results and in superseded_results (a result moved there when
+# its target is evaluated again keeps them all): spelt once.
+_RESULT_COLUMNS = """            rule TEXT NOT NULL,
+            metric TEXT NOT NULL,
+            target_type TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            trace_id TEXT,
+            status TEXT NOT NULL,
+            cost {real},
+            created_at {real} NOT NULL,
+            emitted_at {real},
+"""
+
 MIGRATIONS: list[list[str]] = [
     [
-        """CREATE TABLE IF NOT EXISTS spans (
-            trace_id TEXT NOT NULL,
-            span_id TEXT NOT NULL,
-            parent_span_id TEXT,
-            name TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            start_ns {bigint} NOT NULL,
-            end_ns {bigint} NOT NULL,
-            status_code TEXT NOT NULL,
-            status_message TEXT,
-            attributes TEXT NOT NULL,
-            resource TEXT NOT NULL,
-            events TEXT NOT NULL,
-            scope_name TEXT,
-            service_name TEXT,
-            conversation_id TEXT,
-            arrived_at {real} NOT NULL,
-            PRIMARY KEY (trace_id, span_id))""",
+        "CREATE TABLE IF NOT EXISTS spans (\n"
+        + SPAN_COLUMNS
+        + "            PRIMARY KEY (trace_id, span_id))",
         "CREATE INDEX IF NOT EXISTS spans_conversation ON spans (conversation_id)"
         " WHERE conversation_id IS NOT NULL",
         "CREATE INDEX IF NOT EXISTS spans_arrived ON spans (arrived_at)",
@@ -82,19 +80,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS jobs_open ON jobs (job_id)"
         " WHERE state IN ('pending', 'leased')",
         "CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at)",
-        """CREATE TABLE IF NOT EXISTS results (
-            job_id {bigint} PRIMARY KEY,
-            rule TEXT NOT NULL,
-            metric TEXT NOT NULL,
-            target_type TEXT NOT NULL,
-            target_id TEXT NOT NULL,
-            trace_id TEXT,
-            status TEXT NOT NULL,
-            cost {real},
-            created_at {real} NOT NULL,
-            emitted_at {real},
-            record TEXT NOT NULL,
-            UNIQUE (rule, target_type, target_id))""",
+        "CREATE TABLE IF NOT EXISTS results (\n"
+        "            job_id {bigint} PRIMARY KEY,\n"
+        + _RESULT_COLUMNS
+        + "            record TEXT NOT NULL,\n"
+        "            UNIQUE (rule, target_type, target_id))",
         "CREATE INDEX IF NOT EXISTS results_unemitted ON results (job_id) WHERE emitted_at IS NULL",
         "CREATE INDEX IF NOT EXISTS results_rule ON results (rule, created_at)",
         "CREATE INDEX IF NOT EXISTS results_trace ON results (trace_id)",
@@ -248,19 +238,11 @@ MIGRATIONS: list[list[str]] = [
         # A target evaluated again (an errored result redone by `backfill --retry-errors`, a
         # conversation judged again after a new turn) keeps exactly one current row in results;
         # the row it replaced moves here with when and why, so nothing judged is ever lost.
-        """CREATE TABLE IF NOT EXISTS superseded_results (
-            superseded_id {id_pk},
-            job_id {bigint} NOT NULL,
-            rule TEXT NOT NULL,
-            metric TEXT NOT NULL,
-            target_type TEXT NOT NULL,
-            target_id TEXT NOT NULL,
-            trace_id TEXT,
-            status TEXT NOT NULL,
-            cost {real},
-            created_at {real} NOT NULL,
-            emitted_at {real},
-            event_emitted_at {real},
+        "CREATE TABLE IF NOT EXISTS superseded_results (\n"
+        "            superseded_id {id_pk},\n"
+        "            job_id {bigint} NOT NULL,\n"
+        + _RESULT_COLUMNS
+        + """            event_emitted_at {real},
             record TEXT NOT NULL,
             superseded_at {real} NOT NULL,
             reason TEXT NOT NULL)""",
