@@ -62,7 +62,7 @@ def type_text(annotation: Any) -> str:
     if origin in (Union, types.UnionType):
         kept = " or ".join(type_text(a) for a in args if a is not type(None))
         return f"{kept} or unset" if type(None) in args else kept
-    if origin is list:
+    if origin in (list, tuple):
         return f"list of {type_text(args[0])}"
     if origin is dict:
         return "table"
@@ -88,7 +88,7 @@ def default_text(field: FieldInfo) -> str:
         value = field.default
     if value is None:
         return "unset"
-    if value in ({}, []):
+    if value in ({}, [], ()):
         return "empty"
     return f"`{_json(value)}`"
 

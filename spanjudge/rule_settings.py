@@ -1,36 +1,31 @@
 """One rule as written in the worker's file (the ``[[rules]]`` tables of
 :mod:`spanjudge.settings`); :mod:`spanjudge.worker.rule_config` builds the
-:class:`~spanjudge.Rule` from it."""
+:class:`~spanjudge.Rule` from it.
+
+Every key but ``metric``, ``params``, ``filter`` and ``build_case`` is a field of
+:class:`~spanjudge.evaluators._plan.rules.RuleOptions`, declared once for the file and for
+``Rule(...)`` in Python: the same names, defaults and bounds. Here the metric is named (and
+built from ``params`` with the worker's judge), the filter is a table and ``build_case`` a
+``"module:function"`` path.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from spanjudge._core.kinds import MetricName, TargetType
+from spanjudge._core.kinds import MetricName
+from spanjudge.evaluators._plan.rules import RuleOptions
 
 
-class RuleConfig(BaseModel):
+class RuleConfig(RuleOptions):
     """One rule as written in the worker's file."""
-
-    model_config = ConfigDict(extra="forbid")
 
     metric: MetricName = Field(
         description="A built-in metric; geval is criteria of your own (params: name, criteria "
         "or evaluation_steps, evaluation_params, threshold...), the conversational G-Eval on "
         "target conversation."
-    )
-    target: TargetType = Field(
-        default="llm",
-        description="What is evaluated: each llm or agent span, a whole trace, or the turns of "
-        "a conversation.",
-    )
-    sample_rate: float = Field(
-        default=1.0, ge=0.0, le=1.0, description="Share of targets evaluated (stable per target)."
-    )
-    name: str | None = Field(
-        default=None, description="The rule's stable id; unset: <metric>-<target>."
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the metric (threshold...)."
@@ -41,41 +36,8 @@ class RuleConfig(BaseModel):
         "attributes, attributes_exist; trajectory: a table of conditions on what the agent did "
         "(min_tool_calls, min_model_calls, min_steps, tool, agent, tool_error, handoff).",
     )
-    max_per_minute: int | None = Field(
-        default=None, gt=0, description="Budget: evaluations per minute; the rest is skipped."
-    )
-    max_cost_per_day: float | None = Field(
-        default=None, gt=0, description="Budget: judge cost (USD) per day; the rest is skipped."
-    )
-    segment_keys: list[str] = Field(
-        default_factory=list, description="Span attributes its results are also grouped by."
-    )
-    budget_per_day: float | None = Field(
-        default=None, gt=0, description="Target: evaluations per day, spread over segments."
-    )
-    budget_cost_per_day: float | None = Field(
-        default=None, gt=0, description="Target: judge cost (USD) per day, spread over segments."
-    )
-    target_half_width: float | None = Field(
-        default=None, gt=0, lt=0.5, description="Target: pass-rate interval half-width per segment."
-    )
-    allocate_by: str = Field(default="service", description="The segment key targets spread over.")
-    risk_sample_rate: float = Field(
-        default=1.0, ge=0.0, le=1.0, description="Under a target: least rate of a risky target."
-    )
-    sample_by: Literal["target", "trace", "conversation"] = Field(
-        default="target",
-        description="What the sample decision is keyed on: target (a hash per rule), trace "
-        "(OpenTelemetry consistent sampling, as a Collector or SDK sampler decides) or "
-        "conversation (whole conversations).",
-    )
     build_case: str | None = Field(
         default=None,
         description='"module:function" building the test case from the spans, instead of the '
         "built-in rebuild.",
-    )
-    inferred_fields: bool = Field(
-        default=True,
-        description="false: score only cases whose required fields a dialect read; skip those "
-        "an inference rule filled (an inferred turn or retrieval, a generic model call).",
     )

@@ -153,7 +153,6 @@ KNOWN_RE_EXPORTS = {
     "spanjudge._store.sql": {"MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SqlCore"},
     "spanjudge.evaluators._loop.monitor": {"MonitorConfig", "TickReport"},
     "spanjudge.evaluators._loop.runner": {"TRANSIENT_ERRORS"},
-    "spanjudge.evaluators._plan.rules": {"TARGET_TYPES"},
     "spanjudge.evaluators._rebuild.cases": {"MAX_FIELD_CHARS", "MAX_TOOL_CALLS", "MAX_RAW_CHARS"},
     "spanjudge.evaluators._rebuild.targets": {"TARGET_TYPES"},
     "spanjudge.evaluators._rebuild.trajectory": {"ToolDefinition", "ToolRequest"},

@@ -17,7 +17,8 @@ from spanjudge._core import kinds
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._loop.config import LoopSettings, MonitorConfig
-from spanjudge.settings import OTHER_ENVIRONMENT, RuleConfig, WorkerSettings, load_settings
+from spanjudge.rule_settings import RuleConfig
+from spanjudge.settings import OTHER_ENVIRONMENT, WorkerSettings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = ("spanjudge", "tracer", "exporters", "evaluators")

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Protocol
 
-from spanjudge._store.summaries import UNSET, SegmentSums
+from spanjudge._store.summaries import UNSET, SegmentSums, SummarySource
 from spanjudge.evaluators._plan.risk import risk_signals
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ __all__ = [
     "MIN_PROBABILITY",
     "REFRESH_SECONDS",
     "Allocation",
+    "AllocationSource",
     "AllocationState",
-    "SummarySource",
     "allocate",
     "budget_level",
     "segment_value",
@@ -72,17 +72,9 @@ VERSION_WINDOW_SECONDS = 7 * 86400.0
 """The window a version's first result is looked for in (the regression comparison's)."""
 
 
-class SummarySource(Protocol):
-    """What an allocation reads from the store (the SQL stores implement it)."""
-
-    def summary_sums(
-        self,
-        *,
-        by: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        rule: str | None = None,
-    ) -> Mapping[tuple[str, str, str], SegmentSums]: ...
+class AllocationSource(SummarySource, Protocol):
+    """What an allocation reads from the store (the SQL stores implement it): the summary sums
+    and, for a cost budget, the judge cost of a rule's results."""
 
     def results_cost_since(self, *, rule: str, since: float) -> float: ...
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+
+from spanjudge._core.checked_model import CheckedModel
 from spanjudge._core.kinds import TargetType
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators._plan.sampler import SampleBy, check_sample_by
+from spanjudge.evaluators._plan.sampler import SampleBy
 from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter, trajectory_in
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import TARGET_TYPES, Target
@@ -22,6 +24,7 @@ from spanjudge.tracer import _attributes as attrs
 SpanPredicate = Callable[[SpanRecord], bool]
 
 logger = logging.getLogger("spanjudge.rules")
+_UNSET: Any = object()  # an argument not given: pydantic's default (or "missing" error)
 
 
 def _glob(pattern: str | None, value: str | None) -> bool:
@@ -139,14 +142,6 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _positive_int(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"Rule.{name} must be a positive integer or None, got {value!r}")
-    return value
-
-
 def _accepts_two_args(func: Callable[..., Any]) -> bool:
     """Whether a custom build_case takes (spans, target) rather than (spans)."""
     try:
@@ -174,15 +169,121 @@ def _adapt(metric: Any) -> Any:
     return wrapped
 
 
-@dataclass(slots=True)
-class Rule:
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+Share = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+AttributeKey = Annotated[str, Field(min_length=1, strict=True)]
+
+
+class RuleOptions(BaseModel):
+    """What a rule says besides the metric it runs: declared once, for :class:`Rule` (Python)
+    and for the worker file's ``[[rules]]`` tables
+    (:class:`~spanjudge.rule_settings.RuleConfig`), with the same defaults and bounds. A bad
+    value fails validation naming the field (``Rule(...)``: a
+    :class:`~spanjudge.errors.ConfigError`; the worker's file: its key, ``rules.0.target``)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    # what is scored: a metric object (Rule) or a metric's name (RuleConfig); declared here,
+    # first, so the checks of the fields after it see it; kw_only=False: type checkers see
+    # Rule(metric, target, sample_rate=..., ...) as the constructor, as the dataclass was
+    metric: Any = Field(kw_only=False)
+    target: TargetType = Field(
+        default="llm",
+        kw_only=False,
+        description="What is evaluated: each llm or agent span, a whole trace, or the turns of "
+        "a conversation.",
+    )
+    sample_rate: Share = Field(
+        default=1.0, description="Share of targets evaluated (stable per target)."
+    )
+    # typed str: after validation it always is one (None picks <metric>-<target>)
+    name: str = Field(  # type: ignore[assignment]
+        default=None, description="The rule's stable id; unset: <metric>-<target>."
+    )
+    max_per_minute: int | None = Field(
+        default=None, gt=0, strict=True,
+        description="Budget: evaluations per minute; the rest is skipped.",
+    )  # fmt: skip
+    max_cost_per_day: Positive | None = Field(
+        default=None, description="Budget: judge cost (USD) per day; the rest is skipped."
+    )
+    segment_keys: tuple[AttributeKey, ...] = Field(
+        default=(), description="Span attributes its results are also grouped by."
+    )
+    budget_per_day: Positive | None = Field(
+        default=None, description="Target: evaluations per day, spread over segments."
+    )
+    budget_cost_per_day: Positive | None = Field(
+        default=None, description="Target: judge cost (USD) per day, spread over segments."
+    )
+    target_half_width: Positive | None = Field(
+        default=None, lt=0.5, description="Target: pass-rate interval half-width per segment."
+    )
+    allocate_by: AttributeKey = Field(
+        default="service", description="The segment key targets spread over."
+    )
+    risk_sample_rate: Share = Field(
+        default=1.0, description="Under a target: least rate of a risky target."
+    )
+    sample_by: SampleBy = Field(
+        default="target",
+        description="What the sample decision is keyed on: target (a hash per rule), trace "
+        "(OpenTelemetry consistent sampling, as a Collector or SDK sampler decides) or "
+        "conversation (whole conversations).",
+    )
+    inferred_fields: bool = Field(
+        default=True,
+        strict=True,
+        description="false: score only cases whose required fields a dialect read; skip those "
+        "an inference rule filled (an inferred turn or retrieval, a generic model call).",
+    )
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _check_target(cls, value: Any) -> Any:
+        if value not in TARGET_TYPES:  # named with the value: a mistyped target is no secret
+            raise ValueError(f"must be one of {', '.join(TARGET_TYPES)}, got {value!r}")
+        return value
+
+    @field_validator("name", mode="plain")
+    @classmethod
+    def _check_name(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"must be a non-empty string, got {value!r}")
+        if "\x00" in value or not _encodable(value):
+            # the name is stored in job rows: a database could not keep it as written
+            raise ValueError(f"must be valid text without NUL, got {value!r}")
+        return value
+
+    @field_validator("sample_by")
+    @classmethod
+    def _check_sample_by(cls, value: SampleBy, info: ValidationInfo) -> SampleBy:
+        if value == "trace" and info.data.get("target") == "conversation":
+            raise ValueError(
+                "a conversation spans several traces, so target='conversation' cannot sample "
+                "by trace; use sample_by='conversation' (or 'target')"
+            )
+        return value
+
+    def options(self) -> dict[str, Any]:
+        """The fields declared here, as keyword arguments of :class:`Rule`."""
+        return {name: getattr(self, name) for name in RuleOptions.model_fields if name != "metric"}
+
+
+RuleFilter = SpanFilter | TrajectoryFilter | Mapping[str, Any] | SpanPredicate | None
+
+
+class Rule(CheckedModel, RuleOptions):
     """A metric, the targets it evaluates, a filter, a sample rate and optional budgets.
 
     * ``target``: ``"llm"`` or ``"agent"`` (each such span), ``"trace"`` (the root span, with
       the whole trace as context) or ``"conversation"`` (agent turns sharing
       ``gen_ai.conversation.id``). Conversational metrics take ``"conversation"`` only.
-    * ``metric``: one of ours, or any deepeval ``BaseMetric`` / ``BaseConversationalMetric``
-      (wrapped in :class:`~spanjudge.evaluators._judge.deepeval_bridge.DeepEvalMetric`, named
+    * ``metric`` (the first argument): one of ours, or any deepeval ``BaseMetric`` /
+      ``BaseConversationalMetric`` (wrapped in
+      :class:`~spanjudge.evaluators._judge.deepeval_bridge.DeepEvalMetric`, named
       ``deepeval_<its name>``; give it ``model=as_deepeval_model(judge)``).
     * ``sample_rate``: share of targets evaluated, decided by a stable hash of (name, target id).
     * ``sample_by``: ``"target"`` (that hash), ``"trace"`` (OpenTelemetry's consistent sampling
@@ -215,6 +316,11 @@ class Rule:
       (:mod:`~spanjudge.evaluators._plan.risk`) is sampled with at least
       ``risk_sample_rate``. The probability used is recorded on the result.
 
+    The fields besides ``metric``, ``filter``, ``build_case`` and ``context_fallback`` are
+    :class:`RuleOptions`', shared with the worker file's rules. A bad argument raises
+    :class:`~spanjudge.errors.ConfigError` naming it (``Rule.sample_rate: Input should be
+    less than or equal to 1 (got 2)``).
+
     Example::
 
         from spanjudge import FaithfulnessMetric, TopicAdherenceMetric
@@ -228,133 +334,70 @@ class Rule:
         ]
     """
 
-    metric: Any
-    target: TargetType = "llm"
-    sample_rate: float = 1.0
-    filter: SpanFilter | TrajectoryFilter | Mapping[str, Any] | SpanPredicate | None = None
-    max_per_minute: int | None = None
-    max_cost_per_day: float | None = None
-    # None picks the default name; typed str because it always is one after __post_init__
-    name: str = None  # type: ignore[assignment]
+    filter: RuleFilter = None
     build_case: Callable[..., Any] | None = None
-    context_fallback: bool = True
-    inferred_fields: bool = True
-    segment_keys: tuple[str, ...] = ()
-    budget_per_day: float | None = None
-    budget_cost_per_day: float | None = None
-    target_half_width: float | None = None
-    allocate_by: str = "service"
-    risk_sample_rate: float = 1.0
-    sample_by: SampleBy = "target"
-    _build_case_takes_target: bool = field(default=False, init=False, repr=False, compare=False)
+    context_fallback: bool = Field(default=True, strict=True)
+    _build_case_takes_target: bool = PrivateAttr(default=False)
 
-    def __post_init__(self) -> None:
-        self.metric = _adapt(self.metric)
-        metric_name = getattr(self.metric, "name", None)
+    if not TYPE_CHECKING:  # type checkers keep the signature pydantic derives
+
+        def __init__(self, metric: Any = _UNSET, target: Any = _UNSET, /, **data: Any) -> None:
+            for name, value in (("metric", metric), ("target", target)):
+                if value is not _UNSET:
+                    data[name] = value
+            super().__init__(**data)
+
+    @field_validator("metric")
+    @classmethod
+    def _check_metric(cls, value: Any) -> Any:
+        metric = _adapt(value)
+        metric_name = getattr(metric, "name", None)
         if not isinstance(metric_name, str) or not metric_name:
-            raise ConfigError(
-                f"Rule.metric must be a metric with a non-empty .name, got {self.metric!r}"
-            )
-        if self.target not in TARGET_TYPES:
-            raise ConfigError(
-                f"Rule.target must be one of {', '.join(TARGET_TYPES)}, got {self.target!r}"
-            )
-        conversational = bool(getattr(self.metric, "conversational", False))
-        if conversational and self.target != "conversation":
-            raise ConfigError(
-                f"Rule.target: metric {metric_name!r} is conversational and needs "
-                f"target='conversation', got {self.target!r}"
-            )
-        if not conversational and self.target == "conversation":
-            raise ConfigError(
-                f"Rule.target: metric {metric_name!r} scores single turns; target='conversation' "
-                "needs a conversational metric (e.g. TopicAdherenceMetric)"
-            )
-        targets = getattr(self.metric, "targets", None)  # e.g. the judged agent metrics
-        if targets and self.target not in targets:
-            raise ConfigError(
-                f"Rule.target: metric {metric_name!r} runs on target "
-                f"{' or '.join(repr(t) for t in targets)}, got {self.target!r}"
-            )
-        rate = self.sample_rate
-        if (
-            isinstance(rate, bool)
-            or not isinstance(rate, (int, float))
-            or math.isnan(rate)
-            or not 0.0 <= rate <= 1.0
-        ):
-            raise ConfigError(f"Rule.sample_rate must be a number between 0 and 1, got {rate!r}")
-        self.sample_rate = float(rate)
-        self.sample_by = check_sample_by(self.sample_by, self.target)
-        self.max_per_minute = _positive_int("max_per_minute", self.max_per_minute)
-        cost = self.max_cost_per_day
-        if cost is not None and (
-            isinstance(cost, bool)
-            or not isinstance(cost, (int, float))
-            or not math.isfinite(cost)
-            or cost <= 0
-        ):
-            raise ConfigError(
-                f"Rule.max_cost_per_day must be a positive number or None, got {cost!r}"
-            )
-        self._check_target()
-        if isinstance(self.filter, Mapping):
-            try:
-                self.filter = SpanFilter.from_dict(self.filter)
-            except ValueError as exc:
-                raise ConfigError(f"Rule.filter: {exc}") from exc
-        elif (
-            self.filter is not None
-            and not isinstance(self.filter, SpanFilter | TrajectoryFilter)
-            and not callable(self.filter)
-        ):
-            raise ConfigError(
-                "Rule.filter must be a SpanFilter, a TrajectoryFilter, a dict or a "
-                "callable(span) -> bool, "
-                f"got {self.filter!r}"
-            )
-        if self.build_case is not None:
-            if not callable(self.build_case):
-                raise ConfigError(f"Rule.build_case must be callable, got {self.build_case!r}")
-            self._build_case_takes_target = _accepts_two_args(self.build_case)
-        if self.name is None:
-            self.name = f"{metric_name}-{self.target}"
-        elif not isinstance(self.name, str) or not self.name.strip():
-            raise ConfigError(f"Rule.name must be a non-empty string, got {self.name!r}")
-        if "\x00" in self.name or not _encodable(self.name):
-            # the name is stored in job rows: a database could not keep it as written
-            raise ConfigError(f"Rule.name must be valid text without NUL, got {self.name!r}")
+            raise ValueError(f"must be a metric with a non-empty .name, got {metric!r}")
+        return metric
 
-    def _check_target(self) -> None:
-        keys = self.segment_keys
-        if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
-            raise ConfigError(f"Rule.segment_keys must be a list of attribute keys, got {keys!r}")
-        self.segment_keys = tuple(keys)
-        for name in ("budget_per_day", "budget_cost_per_day", "target_half_width"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ConfigError(f"Rule.{name} must be a positive number or None, got {value!r}")
-        width = self.target_half_width
-        if width is not None and width >= 0.5:
-            raise ConfigError(f"Rule.target_half_width must be under 0.5, got {width!r}")
-        if not isinstance(self.allocate_by, str) or not self.allocate_by:
-            raise ConfigError(f"Rule.allocate_by must be a segment key, got {self.allocate_by!r}")
-        risk = self.risk_sample_rate
-        if (
-            isinstance(risk, bool)
-            or not isinstance(risk, (int, float))
-            or math.isnan(risk)
-            or not 0.0 <= risk <= 1.0
-        ):
-            raise ConfigError(
-                f"Rule.risk_sample_rate must be a number between 0 and 1, got {risk!r}"
+    @field_validator("target")
+    @classmethod
+    def _check_target_suits_metric(cls, target: TargetType, info: ValidationInfo) -> TargetType:
+        metric = info.data.get("metric")
+        if metric is None:  # the metric itself is wrong: its own error says so
+            return target
+        name = metric.name
+        conversational = bool(getattr(metric, "conversational", False))
+        if conversational and target != "conversation":
+            raise ValueError(
+                f"metric {name!r} is conversational and needs target='conversation', got {target!r}"
             )
-        self.risk_sample_rate = float(risk)
+        if not conversational and target == "conversation":
+            raise ValueError(
+                f"metric {name!r} scores single turns; target='conversation' needs a "
+                "conversational metric (e.g. TopicAdherenceMetric)"
+            )
+        targets = getattr(metric, "targets", None)  # e.g. the judged agent metrics
+        if targets and target not in targets:
+            raise ValueError(
+                f"metric {name!r} runs on target {' or '.join(repr(t) for t in targets)}, "
+                f"got {target!r}"
+            )
+        return target
+
+    @field_validator("filter", mode="plain")
+    @classmethod
+    def _check_filter(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return SpanFilter.from_dict(value)  # its ConfigError is a ValueError
+        if value is None or isinstance(value, SpanFilter | TrajectoryFilter) or callable(value):
+            return value
+        raise ValueError(
+            "must be a SpanFilter, a TrajectoryFilter, a dict or a callable(span) -> bool, "
+            f"got {value!r}"
+        )
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.name is None:
+            self.name = f"{self.metric.name}-{self.target}"
+        if self.build_case is not None:
+            self._build_case_takes_target = _accepts_two_args(self.build_case)
 
     @property
     def has_target(self) -> bool:

@@ -65,18 +65,6 @@ name and the target id, independent per rule), ``"trace"`` (the trace id's rando
 OpenTelemetry's samplers decide) or ``"conversation"`` (a hash of the conversation id)."""
 
 
-def check_sample_by(value: object, target: str) -> SampleBy:
-    """``value`` as a :data:`SampleBy`, or ``ValueError`` naming ``Rule.sample_by``."""
-    if value not in SAMPLE_BY:
-        raise ConfigError(f"Rule.sample_by must be one of {', '.join(SAMPLE_BY)}, got {value!r}")
-    if value == "trace" and target == "conversation":
-        raise ConfigError(
-            "Rule.sample_by: a conversation spans several traces, so target='conversation' "
-            "cannot sample by trace; use sample_by='conversation' (or 'target')"
-        )
-    return value  # narrowed by the membership test above
-
-
 def rule_keeps(
     rule_name: str,
     sample_by: str,

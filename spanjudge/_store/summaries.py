@@ -21,13 +21,21 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._store.columns import record_from_json, summary_columns
 from spanjudge._store.sql_base import SqlCore
 
-__all__ = ["ALL", "UNSET", "SegmentSums", "SummaryQueries", "add_record", "segment_of"]
+__all__ = [
+    "ALL",
+    "UNSET",
+    "SegmentSums",
+    "SummaryQueries",
+    "SummarySource",
+    "add_record",
+    "segment_of",
+]
 
 ALL = "all"
 """The segment value when results are not split (``by=None``)."""
@@ -65,6 +73,20 @@ class SegmentSums:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.last_at = max(self.last_at, other.last_at)
         self.first_at = min(self.first_at, other.first_at)
+
+
+class SummarySource(Protocol):
+    """What reads summary sums: the SQL stores (:class:`SummaryQueries`), and the stand-ins of
+    tests and benchmarks. The allocation, the worker's numbers and the CLI take one."""
+
+    def summary_sums(
+        self,
+        *,
+        by: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        rule: str | None = None,
+    ) -> Mapping[SumsKey, SegmentSums]: ...
 
 
 # the SELECT list in SegmentSums' field order

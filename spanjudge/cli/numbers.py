@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,7 +24,7 @@ from spanjudge.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from spanjudge._store.summaries import SegmentSums
+    from spanjudge._store.summaries import SegmentSums, SummarySource
     from spanjudge.evaluators._review.agreement import Estimate
     from spanjudge.evaluators._review.estimates import SegmentSummary
     from spanjudge.evaluators._review.regressions import Comparison, Effect
@@ -41,17 +41,6 @@ __all__ = [
 PIPED_WIDTH = 240
 
 
-class _SummarySource(Protocol):
-    def summary_sums(
-        self,
-        *,
-        by: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        rule: str | None = None,
-    ) -> dict[tuple[str, str, str], SegmentSums]: ...
-
-
 def merged_sums(
     stores: Any, by: str | None, since: float | None, rule: str | None
 ) -> dict[tuple[str, str, str], SegmentSums]:
@@ -62,7 +51,7 @@ def merged_sums(
 
     out: dict[tuple[str, str, str], SegmentSums] = {}
     for store in stores if isinstance(stores, list) else [stores]:
-        source: _SummarySource = store
+        source: SummarySource = store
         for group, s in source.summary_sums(by=by, since=since, rule=rule).items():
             out.setdefault(group, SegmentSums()).add(s)
     return out

@@ -10,8 +10,9 @@ import re
 from typing import Any
 
 from spanjudge._core.kinds import MetricName
-from spanjudge.errors import ConfigError
-from spanjudge.settings import RuleConfig, WorkerSettings
+from spanjudge.errors import ConfigError, ParamError
+from spanjudge.rule_settings import RuleConfig
+from spanjudge.settings import WorkerSettings
 
 
 def import_object(path: str, what: str) -> Any:
@@ -124,12 +125,13 @@ def check_params(cls: Any, params: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.{key}: missing (required by {cls.__name__})")
 
 
-# Rule's errors start with the field: "Rule.filter: unknown...", "Rule.name must be..."
-_RULE_FIELD = re.compile(r"Rule\.(?P<key>\w+):? (?P<what>.*)", re.DOTALL)
+def _rule_error(message: str, where: str) -> str:
+    """A Rule's error (``Rule.filter: Value error, unknown...``) keyed by the setting
+    (``rules.0.filter: unknown...``)."""
+    return re.sub(r"(^|; )Rule\.(\w+): (Value error, )?", rf"\g<1>{where}.\g<2>: ", message)
 
 
 def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
-    from spanjudge.errors import ParamError
     from spanjudge.evaluators._plan.rules import Rule
 
     where = f"rules.{index}"
@@ -147,29 +149,9 @@ def build_rule(config: RuleConfig, judge: Any, index: int) -> Any:
         import_object(config.build_case, f"{where}.build_case") if config.build_case else None
     )
     try:
-        return Rule(
-            metric,
-            target=config.target,
-            sample_rate=config.sample_rate,
-            filter=config.filter,
-            max_per_minute=config.max_per_minute,
-            max_cost_per_day=config.max_cost_per_day,
-            name=config.name,  # type: ignore[arg-type]  # None picks the default name
-            build_case=build_case,
-            inferred_fields=config.inferred_fields,
-            segment_keys=tuple(config.segment_keys),
-            budget_per_day=config.budget_per_day,
-            budget_cost_per_day=config.budget_cost_per_day,
-            target_half_width=config.target_half_width,
-            allocate_by=config.allocate_by,
-            risk_sample_rate=config.risk_sample_rate,
-            sample_by=config.sample_by,
-        )
-    except ValueError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
-        field = _RULE_FIELD.match(str(exc))
-        if field is None:
-            raise ConfigError(f"{where}: {exc}") from exc
-        raise ConfigError(f"{where}.{field['key']}: {field['what']}") from exc
+        return Rule(metric, **config.options(), filter=config.filter, build_case=build_case)
+    except ConfigError as exc:  # "Rule.filter: ..." -> "rules.0.filter: ..."
+        raise ConfigError(_rule_error(str(exc), where)) from exc
 
 
 def build_rules(settings: WorkerSettings, judge: Any) -> list[Any]:

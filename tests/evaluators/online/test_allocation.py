@@ -232,7 +232,7 @@ def write_results(store: SQLiteStore, records: list[EvaluationRecord]) -> None:
 
 # ------------------------------------------------------------------ configuration
 def test_worker_rule_config_passes_targets_and_segment_keys() -> None:
-    from spanjudge.settings import RuleConfig
+    from spanjudge.rule_settings import RuleConfig
     from spanjudge.worker.rule_config import build_rule
 
     config = RuleConfig.model_validate({

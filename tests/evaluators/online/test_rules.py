@@ -199,3 +199,56 @@ def test_conversation_filter_matches_any_turn() -> None:
     assert Rule(TopicAdherenceMetric(relevant_topics=["orders"]), target="conversation").matches(
         target
     )
+
+
+# ------------------------------------------------------------------ one model (issue 36)
+def test_the_file_and_python_share_every_option_declaration() -> None:
+    from spanjudge.evaluators._plan.rules import RuleOptions
+    from spanjudge.rule_settings import RuleConfig
+
+    shared = set(RuleOptions.model_fields) - {"metric"}
+    assert shared <= set(Rule.model_fields) and shared <= set(RuleConfig.model_fields)
+    for name in shared:
+        declared = RuleOptions.model_fields[name]
+        for model in (Rule, RuleConfig):
+            field = model.model_fields[name]
+            assert (field.annotation, field.default, field.metadata) == (
+                declared.annotation,
+                declared.default,
+                declared.metadata,
+            ), (model.__name__, name)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"sample_rate": 2}, "sample_rate"),
+        ({"target_half_width": 0.5}, "target_half_width"),
+        ({"max_per_minute": 1.5}, "max_per_minute"),
+        ({"budget_per_day": -1}, "budget_per_day"),
+        ({"segment_keys": [""]}, "segment_keys"),
+    ],
+)
+def test_the_same_bad_value_fails_in_python_and_in_the_file(
+    kwargs: dict[str, Any], key: str
+) -> None:
+    from spanjudge.errors import ConfigError
+    from spanjudge.rule_settings import RuleConfig
+
+    with pytest.raises(ConfigError, match=rf"^Rule\.{key}"):
+        Rule(BiasMetric(), **kwargs)
+    with pytest.raises(ValueError, match=key):
+        RuleConfig.model_validate({"metric": "bias", **kwargs})
+
+
+def test_metric_and_target_may_be_given_by_position_or_by_keyword() -> None:
+    by_position = Rule(BiasMetric(), "agent", sample_rate=0.5)
+    by_keyword = Rule(metric=BiasMetric(), target="agent", sample_rate=0.5)
+    assert (
+        (by_position.name, by_position.target)
+        == (by_keyword.name, "agent")
+        == (
+            "bias-agent",
+            "agent",
+        )
+    )

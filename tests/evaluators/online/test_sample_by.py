@@ -162,8 +162,8 @@ def test_upstream_rate_is_the_highest_trace_rate_or_everything() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"sample_by": "span"}, "Rule.sample_by must be one of target, trace, conversation"),
-        ({"sample_by": None}, "Rule.sample_by must be one of"),
+        ({"sample_by": "span"}, "Rule.sample_by: Input should be 'target', 'trace' or"),
+        ({"sample_by": None}, "Rule.sample_by: Input should be"),
     ],
 )
 def test_bad_sample_by_is_refused_naming_the_field(kwargs: dict[str, Any], message: str) -> None:
@@ -173,7 +173,7 @@ def test_bad_sample_by_is_refused_naming_the_field(kwargs: dict[str, Any], messa
 
 def test_a_conversation_rule_cannot_sample_by_trace() -> None:
     metric = TopicAdherenceMetric(relevant_topics=["orders"], model="gpt-4o-mini")
-    with pytest.raises(ValueError, match=r"Rule\.sample_by: a conversation spans several traces"):
+    with pytest.raises(ValueError, match=r"Rule\.sample_by: .*a conversation spans several"):
         Rule(metric, target="conversation", sample_by="trace")
 
 
@@ -195,5 +195,6 @@ def test_sample_by_in_the_worker_file(tmp_path: Path, monkeypatch: pytest.Monkey
         '[[rules]]\nmetric = "topic_adherence"\ntarget = "conversation"\nsample_by = "trace"\n'
         'params = {relevant_topics = ["orders"]}\n'
     )
-    with pytest.raises(ConfigError, match=r"rules\.0\.sample_by: a conversation spans"):
-        build_rules(load_settings(path), OfflineJudge("gpt-4o-mini"))
+    # refused as the file is read: the file's rules and Rule share the check
+    with pytest.raises(ConfigError, match=r"rules\.0\.sample_by: .*a conversation spans"):
+        load_settings(path)
