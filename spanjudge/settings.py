@@ -49,7 +49,7 @@ from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number
-from spanjudge.rule_settings import RuleConfig as RuleConfig
+from spanjudge.rule_settings import RuleConfig
 from spanjudge.settings_checks import (
     HttpUrl,
     JudgeModel,
