@@ -95,8 +95,39 @@ class WorkerSettings(LoopSettings, BaseSettings):
     receiver_port: int = Field(
         default=4318, ge=0, le=65535, description="Port of the OTLP/HTTP receiver."
     )
+    receiver_max_connections: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Connections open at once, at most half the open-file limit; past it a new "
+        "one closes the one longest waiting for its headers, or gets 503 + Retry-After.",
+    )
+    receiver_header_timeout_seconds: Number = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="A connection is closed when its request headers take longer than this.",
+    )
+    receiver_body_timeout_seconds: Number = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="A request whose body takes longer than this gets 408.",
+    )
+    shutdown_grace_seconds: Number = Field(
+        default=25.0,
+        gt=0,
+        le=3600,
+        description="On SIGTERM the worker exits within this: judge calls still running then "
+        "are cancelled and their jobs left for the next start (under Kubernetes' 30 s).",
+    )
     bearer_token: str | None = Field(
         default=None, description="When set, clients must send Authorization: Bearer <token>."
+    )
+    annotator_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="POST /v1/feedback: one token per annotator ({name = token}); when set, a "
+        "label's annotator is the one its token belongs to and bearer_token is not accepted.",
     )
     allow_unauthenticated: bool = Field(
         default=False,
@@ -270,6 +301,23 @@ class WorkerSettings(LoopSettings, BaseSettings):
         if value is not None and not value.strip():  # as an unset template variable gives
             raise ValueError("is empty (remove the key to run without authentication)")
         return value
+
+    @field_validator("annotator_tokens")
+    @classmethod
+    def _annotator_tokens_distinct(
+        cls, tokens: dict[str, str], info: ValidationInfo
+    ) -> dict[str, str]:
+        shared = info.data.get("bearer_token")
+        seen: dict[str, str] = {}
+        for name, token in tokens.items():
+            if not name.strip() or not token.strip():
+                raise ValueError(f"{name!r}: an annotator name and its token must not be empty")
+            if token == shared:
+                raise ValueError(f"{name!r}: the same token as bearer_token")
+            if token in seen:
+                raise ValueError(f"{name!r}: the same token as {seen[token]!r}")
+            seen[token] = name
+        return tokens
 
     @field_validator("allow_unauthenticated")
     @classmethod

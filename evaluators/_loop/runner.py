@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -124,6 +125,37 @@ class Runner:
             if config.judge_cache and isinstance(store, JudgeCache)
             else None
         )
+        # judge calls in flight, each with its loop (abandon() cancels them from another thread)
+        self._in_flight: dict[asyncio.Task[Any], asyncio.AbstractEventLoop] = {}
+        self._in_flight_lock = threading.Lock()
+        self._abandoned = threading.Event()
+
+    def abandon(self) -> int:
+        """Cancel the judge calls in flight and any that would start (a shutdown whose grace
+        period ran out): each job is given back as it was, for the next start. Returns how
+        many calls were cancelled. Final: the runner judges nothing afterwards."""
+        self._abandoned.set()
+        with self._in_flight_lock:
+            calls = list(self._in_flight.items())
+        for task, loop in calls:
+            loop.call_soon_threadsafe(task.cancel)
+        return len(calls)
+
+    @contextlib.contextmanager
+    def _judging(self) -> Iterator[None]:
+        """Registers the running task's judge call so :meth:`abandon` can cancel it."""
+        task = asyncio.current_task()
+        if task is not None:
+            with self._in_flight_lock:
+                self._in_flight[task] = asyncio.get_running_loop()
+        try:
+            if self._abandoned.is_set():  # after registering: abandon() cannot slip between
+                raise asyncio.CancelledError
+            yield
+        finally:
+            if task is not None:
+                with self._in_flight_lock:
+                    self._in_flight.pop(task, None)
 
     async def run(self, jobs: Sequence[Job], report: TickReport) -> None:
         """Run ``jobs``, at most ``config.concurrency`` at once."""
@@ -177,9 +209,18 @@ class Runner:
             report.scored += 1
         else:
             metric = rule.metric.clone()
-            # a failing judge leaves its error on the metric; to_data() carries it
-            with contextlib.suppress(Exception):
-                await metric.a_measure(case)
+            try:
+                # a failing judge leaves its error on the metric; to_data() carries it
+                with self._judging(), contextlib.suppress(Exception):
+                    await metric.a_measure(case)
+            except asyncio.CancelledError:
+                if not self._abandoned.is_set():
+                    raise
+                # the worker's grace period ran out: the job goes back untouched, for the
+                # next start (its lease ends now, not lease_seconds later)
+                await io(partial(self.store.release_job, job.job_id, owner=self.owner))
+                report.retried += 1
+                return
             fill_from_metric(record, metric.to_data())
             retried = record.status == "error" and await io(partial(self._retry_later, job, record))
             self.health.observe(record, retried=retried)
@@ -221,6 +262,7 @@ class Runner:
         case = build_case(rule, target, spans)
         if isinstance(case, Skip):
             mark_skipped(record, case.reason)
+            record.error_type = case.error_type  # implausible_field: the gate refused a field
             return record, None, None
         source = case.metadata.get("context_source") if case.metadata else None
         record.context_source = source if isinstance(source, str) else None

@@ -7,15 +7,17 @@ these, so they live apart from either route.
 
 from __future__ import annotations
 
+import logging
 import math
 import zlib
 from collections.abc import AsyncIterator
 
 from google.rpc import status_pb2
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from spanjudge._receive.decode import PROTOBUF
+from spanjudge._receive.serving import BODY_TIMED_OUT
 from spanjudge.errors import SpanjudgeError
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "store_failed",
 ]
 
+logger = logging.getLogger("spanjudge.receiver")
+
 # The google.rpc.Code of each HTTP status the Status body goes with: clients read the code, and
 # UNKNOWN (2), the answer for any status not listed, tells them nothing.
 _GRPC_CODE = {
@@ -39,6 +43,7 @@ _GRPC_CODE = {
     403: 7,  # PERMISSION_DENIED
     404: 5,  # NOT_FOUND
     405: 12,  # UNIMPLEMENTED
+    408: 4,  # DEADLINE_EXCEEDED
     413: 8,  # RESOURCE_EXHAUSTED
     415: 3,  # INVALID_ARGUMENT
     429: 8,  # RESOURCE_EXHAUSTED
@@ -86,7 +91,9 @@ def status_body(status: int, message: str, media_type: str) -> Response:
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
-    """The raw body, refusing (413) as soon as more than ``limit`` bytes arrived."""
+    """The raw body, refusing (413) as soon as more than ``limit`` bytes arrived; 408 when it
+    did not arrive within the body deadline (:class:`~spanjudge._receive.serving.BodyDeadline`).
+    A client that goes away mid-body is one INFO line and a 400 nobody reads, not a traceback."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -98,11 +105,29 @@ async def read_limited(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     total = 0
     stream: AsyncIterator[bytes] = request.stream()
-    async for chunk in stream:
-        total += len(chunk)
-        if total > limit:
-            raise Rejected(413, f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in stream:
+            total += len(chunk)
+            if total > limit:
+                raise Rejected(413, f"body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        seconds = request.scope.get(BODY_TIMED_OUT)
+        if seconds is not None:
+            raise Rejected(
+                408,
+                f"request body not received within {seconds:g} s",
+                {"Connection": "close"},
+            ) from None
+        client = request.client.host if request.client else "?"
+        logger.info(
+            "client %s disconnected after %d of %s body bytes of %s",
+            client,
+            total,
+            declared or "?",
+            request.url.path,
+        )
+        raise Rejected(400, "client disconnected before the body was complete") from None
     return b"".join(chunks)
 
 

@@ -29,6 +29,12 @@ from typing import Any
 
 from spanjudge._core.urls import redact_url
 from spanjudge._receive.ingest import IngestGate
+from spanjudge._receive.serving import (
+    ConnectionLimits,
+    connection_cap,
+    serve_sockets,
+    uvicorn_config,
+)
 from spanjudge.human_feedback import feedback_http_sink
 from spanjudge.settings import WorkerSettings
 from spanjudge.worker.keep_policy import IngestKeep, KeepPlan
@@ -223,22 +229,55 @@ class Worker:
             self.numbers.start()  # the regression check runs without scrapes too
         self._ready.set()
 
-    def shutdown(self, timeout: float = 30.0) -> None:
-        """Stop evaluating (jobs in flight finish and are stored), flush exporters, close."""
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop evaluating, flush exporters, close: within ``grace`` seconds (default the
+        ``shutdown_grace_seconds`` setting). Jobs in flight get most of it to finish and be
+        stored; judge calls still running then are cancelled and their jobs given back for the
+        next start (nothing is marked done that was not). What is left is the exporters'."""
+        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        deadline = time.monotonic() + grace
+
+        def left(share: float = 1.0) -> float:
+            return max(0.0, (deadline - time.monotonic()) * share)
+
         self._ready.clear()
         if self.numbers is not None:
-            self.numbers.stop(timeout)
-        self.monitor.stop(timeout)
+            self.numbers.stop(left(0.1))
+        stopping = threading.Thread(
+            target=self.monitor.stop, args=(left(0.7),), name="spanjudge-stop", daemon=True
+        )
+        stopping.start()
+        stopping.join(left(0.6))  # the jobs in flight finish and are stored meanwhile
+        if stopping.is_alive():
+            cancelled = self.monitor.runner.abandon()
+            logger.warning(
+                "shutdown: %d judge call(s) still running after %.0f s were cancelled; their "
+                "jobs are left for the next start",
+                cancelled,
+                grace - left(),
+            )
+            stopping.join(left(0.5))
         if self.enricher is not None:
             # what is due goes out now; spans still held stay in the store for the next start
             self.enricher.release()
-            self.enricher.stop(timeout)
-        self.emitter.shutdown(timeout)
+            self.enricher.stop(left(0.5))
+        self.emitter.shutdown(left(0.8))
         self.meter_provider.shutdown()
         self.store.close()
 
+    def connection_limits(self) -> ConnectionLimits:
+        """The receiver's connection limits from the settings (the cap under the open-file
+        limit: :func:`~spanjudge._receive.serving.connection_cap`)."""
+        settings = self.settings
+        return ConnectionLimits(
+            max_connections=connection_cap(settings.receiver_max_connections),
+            header_timeout_seconds=settings.receiver_header_timeout_seconds,
+            body_timeout_seconds=settings.receiver_body_timeout_seconds,
+        )
+
     def serve(self, sockets: list[socket.socket] | None = None) -> int:
-        """Serve the receiver until SIGTERM/SIGINT, then shut down; returns the exit code.
+        """Serve the receiver until SIGTERM/SIGINT, then shut down within
+        ``shutdown_grace_seconds``; returns the exit code.
 
         ``sockets``: the receiver's, bound and listening (:func:`bind_receiver`); by default
         they are bound here, before anything starts, so a port in use is an error naming
@@ -247,7 +286,10 @@ class Worker:
 
         if sockets is None:
             sockets = bind_receiver(self.settings.receiver_host, self.settings.receiver_port)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
+        limits = self.connection_limits()
+        grace = self.settings.shutdown_grace_seconds
+        # requests in flight get a quarter of the grace period, the evaluations the rest
+        config = uvicorn_config(self.app, limits=limits, timeout_graceful_shutdown=grace / 4)
         server = uvicorn.Server(config)
         self.start_background()
         port = sockets[0].getsockname()[1]  # the one the system chose for receiver_port = 0
@@ -259,24 +301,36 @@ class Worker:
             len(self.rules),
             redact_url(self.settings.store_url),
         )
+        if limits.max_connections < self.settings.receiver_max_connections:
+            logger.warning(
+                "receiver_max_connections: %d connections at most, half the open-file limit "
+                "(ulimit -n) and under the %d set",
+                limits.max_connections,
+                self.settings.receiver_max_connections,
+            )
         # after the listening line: a setup mistake stays the only line a failed start prints
         logger.info("ingest: %s", self._ingest_plan)
         import asyncio
         import signal
 
+        stopped_at: list[float] = []
+
         def stop(signum: int, frame: Any) -> None:
             # uvicorn stops accepting, finishes the requests in flight, then serve() returns
+            if not stopped_at:
+                stopped_at.append(time.monotonic())
             server.should_exit = True
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             # our handlers, not uvicorn's: uvicorn re-raises the signal after shutdown, which
             # would end the process before the monitor's jobs and the exporters are flushed
-            asyncio.run(server._serve(sockets))
+            asyncio.run(serve_sockets(server, sockets, signals=False))
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self.shutdown()
+            spent = time.monotonic() - stopped_at[0] if stopped_at else 0.0
+            self.shutdown(max(1.0, grace - spent))
         logger.warning("spanjudge worker stopped")
         return 0
 

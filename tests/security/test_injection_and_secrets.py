@@ -561,6 +561,6 @@ def test_worker_applies_its_size_limits_and_token(
         assert anonymous.status_code == 401
         assert client.post("/v1/traces", content=b"{}", headers=auth).status_code == 200
     finally:
-        worker.shutdown(timeout=5)
+        worker.shutdown(5)
     defaults = WorkerSettings()
     assert (defaults.max_body_bytes, defaults.max_decompressed_bytes) == (8 * 2**20, 64 * 2**20)

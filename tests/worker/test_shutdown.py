@@ -56,3 +56,42 @@ def test_sigterm_mid_evaluation(tmp_path: Path, demo_request: Any, start_worker:
                 store.close()
     finally:
         judge.stop()
+
+
+def test_sigterm_while_every_judge_call_hangs_exits_within_the_grace_period(
+    tmp_path: Path, demo_request: Any, start_worker: Any
+) -> None:
+    """Issue 41: with every judge call hanging, SIGTERM waited for the whole round, retries
+    included (308 s; Kubernetes kills at 60). Now the worker exits within
+    shutdown_grace_seconds: the calls are cancelled, their jobs stay pending (not done, not
+    errored, not leased) and a fresh start takes them."""
+    judge = start_offline_judge(latency=600)  # longer than the test: a hang
+    db = tmp_path / "w.db"
+    try:
+        with OtlpSink() as sink:
+            config = base_config(judge, f"sqlite:///{db}", sink.endpoint)
+            config.update(settle_seconds=0.1, judge_timeout=600, shutdown_grace_seconds=2)
+            worker = start_worker(config)
+            worker.wait_ready()
+            assert worker.post(demo_request).status_code == 200
+            deadline = time.monotonic() + 20
+            while len(judge.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert judge.requests, worker.log()
+            sent = time.monotonic()
+            # the grace period is 2 s; 20 s leaves room for a slow machine, and is far under
+            # the 600 s the hanging calls would take
+            assert worker.terminate(timeout=20) == 0, worker.log()
+            assert time.monotonic() - sent < 20
+            assert "cancelled; their jobs are left for the next start" in worker.log()
+
+            store = open_store(f"sqlite:///{db}")
+            try:
+                stats = store.stats(now=time.time())
+                assert stats.leased == 0 and stats.done == 0 and stats.failed == 0
+                assert stats.pending > 0
+                assert store.results(limit=10) == []  # nothing recorded for a cancelled call
+            finally:
+                store.close()
+    finally:
+        judge.stop()
