@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spanjudge._core.kinds import NAMED_METRICS, FeedbackSource, Label
 from spanjudge._core.span_record import FeedbackRecord
+from spanjudge._receive.feedback_route import AnnotatedSink, AnnotatorTokens
 from spanjudge.errors import FeedbackError
 
 if TYPE_CHECKING:
@@ -226,14 +227,19 @@ def feedback_http_sink(
     *,
     metrics: Collection[str] = (),
     stored: Callable[[FeedbackRecord], Any] | None = None,
-) -> Callable[[bytes], dict[str, Any]]:
+    annotator_tokens: Mapping[str, str] | None = None,
+) -> AnnotatedSink:
     """What ``POST /v1/feedback`` runs on a body: JSON in, the stored label's id out;
     ``stored(label)`` then runs (the worker sends the label's event at once).
 
-    Raises :class:`FeedbackError` for a bad body (400) or an unknown target (404).
+    With ``annotator_tokens`` (``{name: token}``) a request is authenticated by its annotator's
+    token, and the label's annotator is that name: a body naming another one is refused (403).
+
+    Raises :class:`FeedbackError` for a bad body (400), another annotator's name (403) or an
+    unknown target (404).
     """
 
-    def sink(body: bytes) -> dict[str, Any]:
+    def sink(body: bytes, annotator: str | None) -> dict[str, Any]:
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -242,9 +248,19 @@ def feedback_http_sink(
             # a body nested deeper than the parser recurses is the client's mistake: a 400,
             # not a 503 that would have it sent again forever
             raise FeedbackError("invalid feedback: the JSON body is nested too deeply") from None
-        item = record_feedback(store, parse_feedback(data, source="http"), metrics=metrics)
+        item = parse_feedback(data, source="http")
+        if annotator is not None:
+            if item.annotator not in (None, annotator):
+                raise FeedbackError(
+                    f"invalid feedback: annotator {item.annotator!r} is not the one this "
+                    "token belongs to",
+                    status=403,
+                )
+            item.annotator = annotator
+        item = record_feedback(store, item, metrics=metrics)
         if stored is not None:
             stored(item)
         return {"feedback_id": item.feedback_id, "trace_id": item.trace_id}
 
-    return sink
+    tokens = AnnotatorTokens(annotator_tokens) if annotator_tokens else None
+    return AnnotatedSink(sink, tokens)

@@ -7,6 +7,8 @@ when lower: a label is a few hundred bytes), 415 for a body that is not
 ``application/json`` (gzip allowed), 503 with ``Retry-After`` when the store fails; the sink's
 ``ValueError`` is the client's mistake: 400, or its ``status`` attribute (404 for an unknown
 target). Errors come as ``{"code": ..., "message": ...}`` (``google.rpc.Status`` in JSON).
+With per-annotator tokens (:class:`AnnotatorTokens`, the worker's ``annotator_tokens``) the
+route takes those instead of the bearer token, and the label's annotator is the token's.
 The body's schema is in ``docs/feedback.md``.
 
 Example::
@@ -16,8 +18,9 @@ Example::
 
 from __future__ import annotations
 
+import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -38,6 +41,54 @@ logger = logging.getLogger("spanjudge.receiver")
 
 FeedbackSink = Callable[[bytes], dict[str, Any]]
 
+
+class AnnotatorTokens:
+    """One bearer token per annotator (the worker's ``annotator_tokens``): a request's token
+    names who sent the label, so one token cannot speak for 50 made-up annotators. Every token
+    is compared, in constant time, whichever matches.
+
+    Example::
+
+        tokens = AnnotatorTokens({"dana": "t-1", "li": "t-2"})
+        tokens.annotator("Bearer t-2")   # "li"
+    """
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = [(name, token.encode()) for name, token in tokens.items()]
+
+    def annotator(self, authorization: str) -> str:
+        """The annotator whose token ``authorization`` carries; :class:`Rejected` 401 if none."""
+        scheme, _, token = authorization.partition(" ")
+        given = token.strip().encode()
+        found = None
+        for name, expected in self._tokens:
+            if hmac.compare_digest(given, expected) and found is None:
+                found = name
+        if found is None or scheme.lower() != "bearer":
+            raise Rejected(
+                401,
+                "missing or invalid annotator token",
+                {"WWW-Authenticate": 'Bearer realm="spanjudge-feedback"'},
+            )
+        return found
+
+
+class AnnotatedSink:
+    """A feedback sink that is told who sent the label: ``sink(body, annotator)``; with
+    ``tokens``, the route authenticates by them instead of the receiver's bearer token."""
+
+    def __init__(
+        self,
+        sink: Callable[[bytes, str | None], dict[str, Any]],
+        tokens: AnnotatorTokens | None = None,
+    ) -> None:
+        self.sink = sink
+        self.tokens = tokens
+
+    def __call__(self, body: bytes, annotator: str | None = None) -> dict[str, Any]:
+        return self.sink(body, annotator)
+
+
 # A label with a long note is a few KB. Under the receiver's 64 MiB inflated, a body of
 # ``[[],[],...]`` made 22 million lists (about 1.2 GB) before the sink could refuse it; 1 MiB
 # of it loads as 26 MB at most (measured: lists or objects; numbers 12 MB, strings 4 MB), and
@@ -56,10 +107,16 @@ def feedback_endpoint(
     max_body_bytes = min(limits[0], MAX_FEEDBACK_BYTES)
     max_decompressed_bytes = min(limits[1], MAX_FEEDBACK_BYTES)
 
+    tokens = sink.tokens if isinstance(sink, AnnotatedSink) else None
+
     async def feedback(request: Request) -> Response:
         media = media_type(request.headers.get("content-type"))
+        annotator = None
         try:
-            check_auth(request)
+            if tokens is None:
+                check_auth(request)
+            else:
+                annotator = tokens.annotator(request.headers.get("authorization", ""))
             if media != JSON:
                 raise Rejected(415, f"unsupported Content-Type {media!r}; use {JSON}")
             encoding = request.headers.get("content-encoding", "identity").strip().lower()
@@ -69,7 +126,10 @@ def feedback_endpoint(
             if encoding == "gzip":
                 body = gunzip_limited(body, max_decompressed_bytes)
             try:
-                stored = await run_in_threadpool(sink, body)
+                if isinstance(sink, AnnotatedSink):
+                    stored = await run_in_threadpool(sink, body, annotator)
+                else:
+                    stored = await run_in_threadpool(sink, body)
             except ValueError as exc:
                 raise Rejected(getattr(exc, "status", 400), str(exc)) from None
             except Exception as exc:

@@ -194,15 +194,35 @@ class FeedbackQueries(SqlCore):
                 found.extend(record_from_json(row[0]) for row in rows)
         return found
 
+    def latest_labels(
+        self, *, metric: str | None = None, since: float | None = None
+    ) -> list[FeedbackRecord]:
+        """Every label created since ``since``, one per (annotator, target, metric, rule): the
+        latest (a label sent again, or a person changing their mind, counts once). Oldest
+        first. Unlike :meth:`feedback`, no limit: a window's figures read all of it."""
+        clause, params = self.where(("metric = ?", metric), ("created_at >= ?", since))
+        rows = self.select(
+            f"SELECT {FEEDBACK_COLUMNS} FROM (SELECT {FEEDBACK_COLUMNS}, ROW_NUMBER() OVER"
+            # a conversation label's trace is the latest turn's when it was given: not its key
+            " (PARTITION BY annotator, metric, rule, conversation_id, span_id,"
+            " CASE WHEN conversation_id IS NULL THEN trace_id END"
+            f" ORDER BY created_at DESC, feedback_id DESC) AS newest FROM feedback{clause})"
+            " latest WHERE newest = 1 ORDER BY created_at, feedback_id",
+            params,
+        )
+        return [_from_row(row) for row in rows]
+
     def labelled_results(
         self,
         *,
         metric: str | None = None,
         rule: str | None = None,
         since: float | None = None,
-        limit: int = 10_000,
     ) -> list[tuple[EvaluationRecord, FeedbackRecord]]:
-        labels = self.feedback(metric=metric, since=since, limit=limit)
+        """(result, label) pairs of the labels since ``since`` (:meth:`latest_labels`: every
+        one, each counted once) and the scored results they speak about; a person's latest
+        label on a result is their one pair for it."""
+        labels = self.latest_labels(metric=metric, since=since)
         results = [
             r
             for r in self._results_near(labels)

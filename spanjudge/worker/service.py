@@ -175,6 +175,7 @@ class Worker:
                 self.store,
                 metrics=[rule.metric.name for rule in self.rules],
                 stored=self._send_label,
+                annotator_tokens=settings.annotator_tokens,
             ),
             keep_span_bytes=self.enricher is not None,  # forwarded as received
             screen=self.keep,  # spans of traces no rule can pick are not even decoded

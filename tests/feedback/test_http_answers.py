@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.rpc import status_pb2
@@ -69,3 +70,29 @@ def test_status_bodies_carry_the_grpc_code_of_their_http_status(status: int, cod
     assert (as_json.status_code, as_json.body) == (status, b'{"code":%d,"message":"why"}' % code)
     as_protobuf = status_pb2.Status.FromString(bytes(status_body(status, "why", PROTOBUF).body))
     assert (as_protobuf.code, as_protobuf.message) == (code, "why")
+
+
+def test_with_annotator_tokens_the_token_names_the_annotator(seeded: Any) -> None:
+    """Issue 41: 50 made-up annotator names from one token moved the agreement figures. With
+    per-annotator tokens a label's annotator is its token's; another name, the shared bearer
+    token or no token are refused."""
+    from tests.feedback.conftest import LLM_SPAN, TRACE
+
+    store = seeded.store
+    sink = feedback_http_sink(store, annotator_tokens={"dana": "t-dana", "li": "t-li"})
+    app = create_receiver_app(sink=lambda spans: None, bearer_token="shared", feedback_sink=sink)
+    client = TestClient(app)
+    body = {"trace_id": TRACE, "span_id": LLM_SPAN, "metric": "faithfulness", "label": "fail"}
+
+    def post(token: str | None, **extra: str) -> Any:
+        headers = dict(HEADERS, Authorization=f"Bearer {token}") if token else HEADERS
+        return client.post("/v1/feedback", json={**body, **extra}, headers=headers)
+
+    assert post("t-li").status_code == 200
+    assert post("t-dana", annotator="dana").status_code == 200
+    refused = post("t-dana", annotator="made-up-1")
+    assert refused.status_code == 403 and "not the one this token" in refused.json()["message"]
+    assert post("shared").status_code == 401  # the spans' token does not label
+    assert post(None).status_code == 401
+    assert post("t-nobody").status_code == 401
+    assert sorted(f.annotator for f in store.feedback()) == ["dana", "li"]

@@ -156,3 +156,24 @@ def test_unemitted_feedback_until_marked(seeded: Seeded) -> None:
     assert [f.feedback_id for f in store.unemitted_feedback()] == [second]
     assert store.feedback()[0].emitted_at == NOW + 3
     store.mark_feedback_emitted([], now=NOW)
+
+
+def test_a_label_sent_again_counts_once_and_the_window_reads_every_label(
+    seeded: Seeded,
+) -> None:
+    """Issue 41: one label replayed 10,000 times froze the agreement figures at the labels of
+    the oldest 10,000 rows; each (annotator, target, metric) now counts once, the latest, and
+    every label of the window is read."""
+    store = seeded.store
+    target = {"trace_id": TRACE, "span_id": LLM_SPAN, "rule": "faith"}
+    replayed = label("faithfulness", "pass", annotator="mallory", **target)
+    store.add_feedback([replayed] * 10_000, now=NOW)
+    # later, other people's labels, and mallory changing her mind
+    others = [label("faithfulness", "fail", annotator=f"p{i}", **target) for i in range(40)]
+    store.add_feedback(others, now=NOW + 1)
+    store.add_feedback([label("faithfulness", "fail", annotator="mallory", **target)], now=NOW + 2)
+    pairs = store.labelled_results(metric="faithfulness", rule="faith", since=NOW - 1)
+    assert sorted(f.annotator or "" for _, f in pairs) == sorted(
+        ["mallory"] + [f"p{i}" for i in range(40)]
+    )
+    assert {f.label for _, f in pairs} == {"fail"}  # mallory's latest, not her 10,000 passes
