@@ -1,9 +1,20 @@
-"""Reading a judge's answer: the JSON in it, validated against the schema asked for, and the
+"""Reading a judge's answer: its verdict, validated against the schema asked for, and the
 prompt's instruction asking for that JSON.
 
-::
+What is read as the verdict, in order:
+
+1. the whole answer as one JSON object: what a structured-output response (``json_schema``,
+   ``json_object``, a forced tool call's arguments) is, and what a judge told "JSON only" writes;
+2. else the **last** top-level JSON object in the answer, after every ``<quoted-data>`` block
+   the judge quoted back is left out (see :mod:`~spanjudge.evaluators._judge.quoting`):
+   fenced or not, with chat around it, trailing commas and raw newlines in strings forgiven.
+
+Only that one object is validated: an earlier object (JSON the judged answer carried and the
+judge quoted, ``{"claims": []}``) is never taken instead, and a last object that does not match
+the schema is a problem for the repair-or-retry, not a reason to look further back::
 
     parse_answer('Sure: ```json\n{"reason": "ok"}\n```', Reason)  # Reason(reason='ok')
+    parse_answer('It says {"reason": "quoted"}. Mine: {"reason": "mine"}', Reason).reason  # mine
 """
 
 from __future__ import annotations
@@ -15,29 +26,40 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from spanjudge.evaluators._judge.quoting import outside_blocks
+
 T = TypeVar("T", bound=BaseModel)
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
+# strict=False: raw newlines inside strings, which llama.cpp's JSON grammar lets small models
+# write, are read as the newlines they mean
+_DECODER = json.JSONDecoder(strict=False)
+
+
+def top_level_objects(text: str) -> list[Any]:
+    """The JSON objects in ``text`` that no other JSON object holds, in order."""
+    found: list[Any] = []
+    at = text.find("{")
+    while at >= 0:
+        try:
+            value, end = _DECODER.raw_decode(text, at)
+        except ValueError:
+            at = text.find("{", at + 1)
+            continue
+        found.append(value)
+        at = text.find("{", end)
+    return found
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in a chatty answer: plain, inside a code fence, or with text around it."""
-    candidates = [text.strip()]
-    candidates += [m.strip() for m in _FENCE.findall(text)]
-    for opener, closer in (("{", "}"), ("[", "]")):
-        start, end = text.find(opener), text.rfind(closer)
-        if 0 <= start < end:
-            candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            try:
-                # strict=False: raw newlines inside strings, which llama.cpp's JSON grammar lets
-                # small models write, are read as the newlines they mean
-                return json.loads(variant, strict=False)
-            except (json.JSONDecodeError, ValueError):
-                continue
-    raise ValueError("no JSON object found in the answer")
+    """The verdict object of a chatty answer: the last top-level JSON object outside quoted
+    blocks (trailing commas forgiven)."""
+    # the commas go first, everywhere: an object skipped for its trailing comma would let an
+    # earlier (quoted) object pass for the last one
+    found = top_level_objects(_TRAILING_COMMA.sub(r"\1", outside_blocks(text)))
+    if not found:
+        raise ValueError("no JSON object found in the answer")
+    return found[-1]
 
 
 def parse_answer(text: str, schema: type[T]) -> T:
@@ -47,10 +69,7 @@ def parse_answer(text: str, schema: type[T]) -> T:
         return schema.model_validate_json(text)
     except ValidationError:
         pass  # fenced, chatty, trailing commas, raw newlines, or not the schema: read it below
-    try:
-        data = extract_json(text)
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
+    data = extract_json(text)
     try:
         return schema.model_validate(data)
     except ValidationError as exc:

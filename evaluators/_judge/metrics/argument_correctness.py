@@ -25,6 +25,7 @@ from spanjudge.evaluators._judge.metrics.agent_text import (
     step_label,
 )
 from spanjudge.evaluators._judge.metrics.schemas import expect_count
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 __all__ = ["ArgumentCorrectnessMetric", "ArgumentCorrectnessTemplate"]
@@ -52,17 +53,14 @@ Example:
 {{"verdicts": [{{"step": 1, "verdict": "no", "reason": "id 7 was passed; the user asked about
 order 8."}}], "reason": "Step 1 looked up the wrong order."}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Tools available:
-{tools}
+{quote("Tools available", tools)}
 
-What the agent did:
-{steps}
+{quote("What the agent did", steps)}
 
 Tool calls to judge ({count}):
-{calls}
+{quote("Tool calls to judge", calls)}
 
 JSON:"""
 

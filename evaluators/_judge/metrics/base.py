@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from spanjudge.errors import ConfigError, JudgeError, MetricError, MissingFieldError
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
+from spanjudge.evaluators._judge.quoting import with_data_rule
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 
 if TYPE_CHECKING:
@@ -273,7 +274,10 @@ class BaseMetric(ABC):
     ) -> JudgeAnswer[M]:
         """:meth:`_ask` returning the whole answer, with the token log-probabilities when
         ``top_logprobs`` > 0 and the judge offers them."""
-        answer = await self.model.a_generate_answer(prompt, schema, top_logprobs=top_logprobs)
+        # every prompt states that the case text in it, quoted, is data (judges.quoting)
+        answer = await self.model.a_generate_answer(
+            with_data_rule(prompt), schema, top_logprobs=top_logprobs
+        )
         usage = answer.usage
         self.judge_calls += int(getattr(usage, "calls", 1) or 0)
         self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, field_validator
 
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.schemas import Reason, expect_count
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 # ---------------------------------------------------------------------------- schemas
@@ -78,8 +79,7 @@ Example:
 Documents: "The Eiffel Tower is in Paris. It was finished in 1889."
 Answer: {{"truths": ["The Eiffel Tower is in Paris.", "The Eiffel Tower was finished in 1889."]}}
 
-Documents:
-{retrieval_context}
+{quote("Documents", retrieval_context)}
 
 JSON:"""
 
@@ -96,8 +96,7 @@ Example:
 Answer text: "Sure! Our store opens at 9am and we sell only vegan shoes."
 Answer: {{"claims": ["The store opens at 9am.", "The store sells only vegan shoes."]}}
 
-Answer text:
-{actual_output}
+{quote("Answer text", actual_output)}
 
 JSON:"""
 
@@ -120,11 +119,9 @@ Claims: ["Refunds are possible within 60 days.", "Shipping is free."]
 Answer: {{"verdicts": [{{"verdict": "no", "reason": "The facts allow refunds within 30 days."}},
 {{"verdict": "idk", "reason": "The facts do not mention shipping."}}]}}
 
-Facts:
-{retrieval_context}
+{quote("Facts", retrieval_context)}
 
-Claims:
-{json.dumps(claims, ensure_ascii=False)}
+{quote("Claims", claims)}
 
 JSON:"""
 
@@ -134,7 +131,7 @@ JSON:"""
 
 The faithfulness score is {score:.2f} (1 means nothing in the answer contradicts the retrieved
 context). The contradictions found were:
-{json.dumps(contradictions, ensure_ascii=False)}
+{quote("Contradictions", contradictions)}
 
 Explain the score concisely, naming the contradictions if any; if there are none, say the answer
 is consistent with the context. Answer with JSON only, with the single key "reason".

@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field, create_model, field_validator
 from spanjudge.errors import ParamError
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.geval_steps import steps_cache, steps_key
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import (
     ConversationalTestCase,
     LLMTestCase,
@@ -369,7 +370,7 @@ Evaluation steps:
 {steps}
 
 The case ({fields}):
-{case}
+{quote("Case", case)}
 
 Go through the steps in order. Write "reason" first: in one or two sentences, what the case
 meets and what it misses, quoting it where that helps. {scale}
@@ -421,7 +422,7 @@ Evaluation steps:
 {steps}
 
 The conversation ({fields}); turns are in time order:
-{case}
+{quote("Conversation", case)}
 
 Go through the steps in order, across all turns. Write "reason" first: in one or two
 sentences, what the conversation meets and what it misses, naming turns where that helps.

@@ -30,6 +30,7 @@ from spanjudge.evaluators._judge.metrics.agent_text import (
 )
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.topic_adherence import unit_interactions
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, Turn
 
 __all__ = ["GoalAccuracyMetric", "GoalAccuracyTemplate"]
@@ -61,8 +62,7 @@ Example:
 address was not changed, yet the agent said it was.", "plan_score": 0.5, "plan_reason": "It
 looked the order up, but ignored the error of update_address at step 2.", "steps": [2]}}
 
-Exchange:
-{interaction}
+{quote("Exchange", interaction)}
 
 JSON:"""
 

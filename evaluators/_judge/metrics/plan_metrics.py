@@ -33,6 +33,7 @@ from spanjudge.evaluators._judge.metrics.agent_text import (
     render_task,
     render_tools,
 )
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 __all__ = [
@@ -75,14 +76,11 @@ closely the execution follows the plan. Whether the plan was good is NOT the que
 Example: {{"score": 0.5, "reason": "The plan said to check stock before ordering; step 3 ordered
 without the check.", "steps": [3]}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Plan:
-{plan}
+{quote("Plan", plan)}
 
-Steps executed:
-{steps}
+{quote("Steps executed", steps)}
 
 JSON:"""
 
@@ -107,14 +105,11 @@ tools available. Whether the agent then followed it is NOT the question here.
 Example: {{"score": 0.5, "reason": "The plan in step 0 never confirms the order id before
 cancelling it.", "steps": [0]}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Tools available:
-{tools}
+{quote("Tools available", tools)}
 
-Plan:
-{plan}
+{quote("Plan", plan)}
 
 JSON:"""
 

@@ -17,6 +17,7 @@ from typing import Any
 from spanjudge.evaluators._judge.metrics.agent_metric import AgentMetric
 from spanjudge.evaluators._judge.metrics.agent_schemas import StepEfficiencyVerdict
 from spanjudge.evaluators._judge.metrics.agent_text import render_steps, render_task, render_tools
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 __all__ = ["StepEfficiencyMetric", "StepEfficiencyTemplate"]
@@ -47,14 +48,11 @@ Example:
 searched for the same query three times (steps 2, 3 and 4) before reading the first result.",
 "steps": [3, 4]}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Tools available:
-{tools}
+{quote("Tools available", tools)}
 
-What the agent did:
-{steps}
+{quote("What the agent did", steps)}
 
 JSON:"""
 

@@ -24,6 +24,7 @@ from spanjudge.evaluators._judge.metrics.agent_text import (
     render_task,
     render_tools,
 )
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 __all__ = ["TaskCompletionMetric", "TaskCompletionTemplate"]
@@ -63,14 +64,11 @@ tool failed and the agent still said an email was sent.", "verdict": 0.5, "reaso
 was cancelled but the confirmation email failed at step 4 and was reported as sent.", "steps":
 [4]}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Tools available:
-{tools}
+{quote("Tools available", tools)}
 
-What the agent did:
-{steps}
+{quote("What the agent did", steps)}
 
 JSON:"""
 

@@ -47,6 +47,7 @@ from spanjudge.evaluators._judge.metrics.tool_matching import (
 from spanjudge.evaluators._judge.metrics.tool_matching import (
     evaluation_params as checked_params,
 )
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall
 
 __all__ = ["ToolCorrectnessMetric", "ToolCorrectnessTemplate"]
@@ -76,17 +77,14 @@ Example:
 {{"step": 2, "verdict": "no", "reason": "refund_order was called, but the task asked to cancel:
 cancel_order was available."}}], "reason": "Step 2 refunded instead of cancelling."}}
 
-Task:
-{task}
+{quote("Task", task)}
 
-Tools available:
-{tools}
+{quote("Tools available", tools)}
 
-What the agent did:
-{steps}
+{quote("What the agent did", steps)}
 
 Tool calls to judge ({count}):
-{calls}
+{quote("Tool calls to judge", calls)}
 
 JSON:"""
 

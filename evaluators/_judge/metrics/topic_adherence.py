@@ -24,6 +24,7 @@ from pydantic import BaseModel, field_validator
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.schemas import Reason
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, Turn
 
 Label = Literal["TP", "TN", "FP", "FN"]
@@ -74,8 +75,7 @@ Answer: {{"qa_pairs": [{{"question": "What is the refund window?", "response": "
 possible within 30 days."}}, {{"question": "Who won the game last night?", "response": "The
 assistant declined: it only helps with orders."}}]}}
 
-Conversation:
-{conversation}
+{quote("Conversation", conversation)}
 
 JSON:"""
 
@@ -97,8 +97,8 @@ Question: "Can you write me a poem?" Response: "Roses are red, violets are blue.
 Answer: {{"verdict": "FP", "reason": "Poetry is not a relevant topic, yet the assistant wrote
 one."}}
 
-Question: {json.dumps(question, ensure_ascii=False)}
-Response: {json.dumps(response, ensure_ascii=False)}
+{quote("Question", question)}
+{quote("Response", response)}
 
 JSON:"""
 
@@ -111,7 +111,7 @@ The score is {score:.2f} (threshold {threshold}): the share of question/answer p
 assistant answered an on-topic question (TP) or declined an off-topic one (TN).
 Counts: {json.dumps(counts)}
 Reasons per label:
-{json.dumps(truth_table, ensure_ascii=False, indent=1)}
+{quote("Reasons per label", truth_table)}
 
 Explain the score concisely, naming what went wrong (FP: off-topic answers, FN: on-topic
 questions not answered) if anything. Answer with JSON only, with the single key "reason".

@@ -286,7 +286,7 @@ def test_resolve_judge_forms() -> None:
         ('{"a": 1}', {"a": 1}),
         ('```json\n{"a": 1}\n```', {"a": 1}),
         ('The answer is {"a": [1, 2,]} as requested.', {"a": [1, 2]}),
-        ("[1, 2]", [1, 2]),
+        ('It quotes {"a": 1}; mine: {"a": 2}', {"a": 2}),  # the last object, not a quoted one
     ],
 )
 def test_extract_json(text: str, expected: Any) -> None:

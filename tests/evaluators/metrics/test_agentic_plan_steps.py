@@ -75,7 +75,7 @@ def test_plan_adherence_shows_the_plan_and_the_executed_steps(
     metric = PlanAdherenceMetric(model=scripted_judge)
     metric.measure(case_of(support_trajectory(plan=True)))
     (prompt,) = prompts_for(judge_server, "PlanAdherenceVerdict")
-    plan, executed = prompt.split("Steps executed:")
+    plan, executed = prompt.split('<quoted-data label="Steps executed">')
     assert "1. look up order 7" in plan
     assert "[step 4] tool_call send_email" in executed and "[step 0] plan" not in executed
     assert metric.plan == ["1. look up order 7\n2. cancel it\n3. send email"]

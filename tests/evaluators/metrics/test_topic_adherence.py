@@ -11,6 +11,7 @@ from spanjudge.evaluators._judge.metrics.topic_adherence import (
     TopicAdherenceMetric,
     unit_interactions,
 )
+from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import prompts_for, schema_names
 
@@ -61,7 +62,7 @@ def test_score_is_tp_plus_tn_over_pairs(
         judge_server.add_rule(
             {"verdict": label, "reason": f"q{i} is {label}"},
             schema="TopicVerdict",
-            contains=f'Question: "q{i}"',
+            contains=quote("Question", f"q{i}"),
         )
     judge_server.add_rule({"reason": "scripted reason"}, schema="Reason")
     metric = TopicAdherenceMetric(relevant_topics=TOPICS, model=scripted_judge)
@@ -88,8 +89,8 @@ def test_several_pairs_in_one_unit_each_get_a_verdict(
         {"qa_pairs": [{"question": "a", "response": "x"}, {"question": "b", "response": "y"}]},
         schema="QAPairs",
     )
-    judge_server.add_rule({"verdict": "TP"}, schema="TopicVerdict", contains='Question: "a"')
-    judge_server.add_rule({"verdict": "FP"}, schema="TopicVerdict", contains='Question: "b"')
+    judge_server.add_rule({"verdict": "TP"}, schema="TopicVerdict", contains=quote("Question", "a"))
+    judge_server.add_rule({"verdict": "FP"}, schema="TopicVerdict", contains=quote("Question", "b"))
     metric = TopicAdherenceMetric(TOPICS, model=scripted_judge, include_reason=False)
     assert metric.measure(convo("u:a and b?", "a:x and y")) == 0.5
     assert schema_names(judge_server).count("TopicVerdict") == 2
@@ -126,7 +127,9 @@ def test_no_units_scores_zero_without_any_call(judge_server: Any, scripted_judge
 
 def test_strict_mode(judge_server: Any, scripted_judge: Any) -> None:
     script_pairs(judge_server)
-    judge_server.add_rule({"verdict": "TP"}, schema="TopicVerdict", contains='Question: "q1"')
+    judge_server.add_rule(
+        {"verdict": "TP"}, schema="TopicVerdict", contains=quote("Question", "q1")
+    )
     judge_server.add_rule({"verdict": "FN"}, schema="TopicVerdict")
     judge_server.add_rule({"reason": "scripted reason"}, schema="Reason")
     imperfect = TopicAdherenceMetric(TOPICS, threshold=0.1, model=scripted_judge, strict_mode=True)
