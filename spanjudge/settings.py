@@ -382,6 +382,27 @@ OTHER_ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
         "The same for gen_ai.evaluation.result events alone.",
     ),
     (
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "configure(), the score exporters (OpenTelemetry SDK)",
+        "Headers sent with every OTLP request, key=value,... URL-encoded: "
+        "x-mlflow-experiment-id=1 for MLflow, a backend's token (docs/backends.md).",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "configure(), the score exporters (OpenTelemetry SDK)",
+        "The same for traces (evaluation spans) alone; wins over OTEL_EXPORTER_OTLP_HEADERS.",
+    ),
+    (
+        "PHOENIX_COLLECTOR_ENDPOINT",
+        "the phoenix output",
+        "Phoenix's URL when phoenix_endpoint is unset (Phoenix's own variable).",
+    ),
+    (
+        "MLFLOW_TRACKING_URI",
+        "the mlflow output",
+        "MLflow's tracking server URL when mlflow_endpoint is unset (MLflow's own variable).",
+    ),
+    (
         "OTEL_SERVICE_NAME",
         "configure() (OpenTelemetry SDK)",
         "service.name of the traced application when configure() is given none.",

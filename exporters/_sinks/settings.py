@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = ["sink_from_environment", "sinks_from_settings"]
 URL_VARIABLES = {"phoenix": "PHOENIX_COLLECTOR_ENDPOINT", "mlflow": "MLFLOW_TRACKING_URI"}
 KEY_VARIABLES = {"phoenix": "PHOENIX_API_KEY", "mlflow": "MLFLOW_TRACKING_TOKEN"}
 OTLP_SUFFIXES = ("/v1/traces", "/v1/logs")
+HTTPX_LOG = logging.getLogger("httpx")
 
 
 def _base(url: str) -> str:
@@ -76,6 +78,10 @@ def sink_from_environment(name: str) -> HttpSink:
 def sinks_from_settings(settings: Any, outputs: Collection[str]) -> dict[str, HttpSink]:
     """The sinks ``outputs`` names, from the worker's settings (module docstring)."""
     out: dict[str, HttpSink] = {}
+    if any(name in outputs for name in SINKS) and not HTTPX_LOG.level:
+        # httpx says every request at INFO: one line per annotation would flood the worker's
+        # log, which has its own lines only at the default level (docs/worker.md, Logs)
+        HTTPX_LOG.setLevel(logging.WARNING)
     downstream = getattr(settings, "downstream_endpoint", None)
     for name in SINKS:
         if name not in outputs:

@@ -140,11 +140,19 @@ class PhoenixServer:
     def span_names(self, project: str, condition: str) -> list[tuple[str, str]]:
         """(name, status) of the spans of ``project`` that Phoenix's span filter ``condition``
         (the expression its UI takes) selects, through its GraphQL API."""
+        nodes = self._filtered(project, condition, "name statusCode")
+        return [(n["name"], n["statusCode"]) for n in nodes]
+
+    def span_ids(self, project: str, condition: str) -> list[str]:
+        """The OpenTelemetry span ids the span filter ``condition`` selects."""
+        return [n["spanId"] for n in self._filtered(project, condition, "spanId")]
+
+    def _filtered(self, project: str, condition: str, fields: str) -> list[dict[str, Any]]:
         projects = httpx.get(f"{self.url}/v1/projects", timeout=10).json()["data"]
         [node] = [p["id"] for p in projects if p["name"] == project]
         query = (
             "query($id: ID!, $cond: String) { node(id: $id) { ... on Project {"
-            " spans(first: 1000, filterCondition: $cond) { edges { node { name statusCode } } }"
+            f" spans(first: 1000, filterCondition: $cond) {{ edges {{ node {{ {fields} }} }} }}"
             " } } }"
         )
         answer = httpx.post(
@@ -154,5 +162,4 @@ class PhoenixServer:
         ).json()
         if answer.get("errors"):
             raise AssertionError(f"Phoenix refused the filter {condition!r}: {answer['errors']}")
-        edges = answer["data"]["node"]["spans"]["edges"]
-        return [(e["node"]["name"], e["node"]["statusCode"]) for e in edges]
+        return [e["node"] for e in answer["data"]["node"]["spans"]["edges"]]

@@ -5,8 +5,13 @@ takes OTLP traces and answers 405 on /v1/logs (issue 30 items 10 and 12):
   logs endpoint and no ERROR, and owes no event;
 * each trace Phoenix reads back lasts exactly as long as the app's own spans: the evaluation
   spans sit inside it (they stretched it by the judge's delay before);
-* the failing verdicts are ERROR spans, and the Phoenix query in docs/seeing-scores.md lists
-  exactly them;
+* the evaluation spans are EVALUATOR spans to Phoenix, and a failing verdict leaves their
+  status unset (issue 39 item 2: it made Phoenix count the trace as an error); the Phoenix
+  query in docs/seeing-scores.md lists exactly the failing ones;
+* with the ``phoenix`` output every scored result is exactly one native annotation on the
+  judged span or trace, even with a worker killed after Phoenix wrote an annotation but before
+  it heard back and a second worker started, and the annotation filter of docs/backends.md
+  lists exactly the spans with a failing verdict (issue 39 item 1);
 * ``spanjudge demo --otlp-endpoint <Phoenix>`` exits 0 and says which forms landed.
 """
 
@@ -23,6 +28,8 @@ import pytest
 from spanjudge._store import open_store
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.loop.test_demo_and_scheduler import run_demo
+from tests.support import backend_docs
+from tests.support.hanging_proxy import HangingProxy
 from tests.support.phoenix import PhoenixServer, micros
 from tests.worker.conftest import base_config
 
@@ -120,7 +127,7 @@ def test_a_worker_sends_phoenix_spans_that_keep_every_traces_duration(
         # ... which is the window the app sent, to that rounding
         start, end = windows[trace["trace_id"]]
         assert abs(duration - (end - start)) <= 1, trace
-    # the failing verdicts stand out as ERROR spans, and the documented query lists them
+    # the failing verdicts are labelled, not errors of the app; the documented query lists them
     store = open_store(store_url)
     try:
         results = store.results()
@@ -129,11 +136,11 @@ def test_a_worker_sends_phoenix_spans_that_keep_every_traces_duration(
         store.close()
     failing = {r.evaluation_span_id for r in results if r.label == "fail"}
     assert failing  # the demo traffic has planted faults
-    errors = {s["span_id"] for s in evaluations(traces) if s["status_code"] == "ERROR"}
-    assert errors == failing
+    assert {s["status_code"] for s in evaluations(traces)} == {"UNSET"}
+    assert {s["span_kind"] for s in evaluations(traces)} == {"EVALUATOR"}
     listed = phoenix.span_names(PROJECT, docs_query("phoenix"))
     assert sorted(listed) == sorted(
-        (s["name"], "ERROR") for s in evaluations(traces) if s["span_id"] in failing
+        (s["name"], "UNSET") for s in evaluations(traces) if s["span_id"] in failing
     )
 
     # one WARNING about the logs endpoint, naming the fix; no ERROR line at all
@@ -152,3 +159,100 @@ def test_the_demo_against_phoenix_exits_0_and_says_what_landed(phoenix: PhoenixS
     assert f"evaluation spans: {DEMO_EVALUATIONS} of {DEMO_EVALUATIONS} accepted" in text
     assert f"events: 0 of {DEMO_EVALUATIONS}: {phoenix.url}/v1/logs answered HTTP 405" in text
     assert "failed:" not in text  # the table's reasons may say a tool call failed
+
+
+def annotations(phoenix: PhoenixServer, kind: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Phoenix's ``kind`` (span, trace) annotations of ``ids`` in the app's project."""
+    answer = httpx.get(
+        f"{phoenix.url}/v1/projects/{PROJECT}/{kind}_annotations",
+        params={f"{kind}_ids": ids, "limit": 1000},
+        timeout=30,
+    )
+    answer.raise_for_status()
+    return list(answer.json()["data"])
+
+
+def test_every_result_is_one_phoenix_annotation_across_a_kill_and_a_restart(
+    phoenix: PhoenixServer,
+    tmp_path: Path,
+    demo_request: Any,
+    offline_judge: ScriptedJudgeServer,
+    start_worker: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    app = in_project(demo_request, PROJECT)
+    sent = httpx.post(
+        phoenix.url + "/v1/traces",
+        content=app.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=30,
+    )
+    assert sent.status_code == 200, sent.text
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
+    store_url = f"sqlite:///{tmp_path}/annotations.db"
+    config = {
+        **base_config(offline_judge, store_url, phoenix.url),
+        "outputs": ["span", "phoenix"],
+        "lease_seconds": 1.0,
+    }
+    config["rules"][0]["params"] = {"threshold": 0.7}  # the demo's: its 0.5 answer fails
+
+    def wait_until(done: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, f"not in {timeout} s: {what}"
+            time.sleep(0.3)
+
+    with HangingProxy(phoenix.url) as proxy:
+        # the first worker's annotations reach Phoenix, their answers never come back: killed
+        first = start_worker({**config, "phoenix_endpoint": proxy.url}, name="first")
+        first.wait_ready()
+        assert first.post(app).status_code == 200
+        wait_until(lambda: proxy.writes() >= 1, 60, "a first annotation written")
+        first.kill()
+    second = start_worker({**config, "phoenix_endpoint": phoenix.url}, name="second")
+    second.wait_ready()
+    store = open_store(store_url)
+    try:
+        wait_until(
+            lambda: (
+                len(store.results()) == EVALUATIONS
+                and not store.unemitted_results(outputs=["span"])
+            ),  # span and sink: one mark
+            120,
+            "every result evaluated and delivered",
+        )
+        results = store.results()
+    finally:
+        store.close()
+    assert second.terminate() == 0
+    assert " ERROR " not in second.log() and "refused" not in second.log()
+
+    scored = [r for r in results if r.status == "scored"]
+    assert len(scored) == EVALUATIONS
+    on_spans = [r for r in scored if r.target_type in ("llm", "agent")]
+    on_traces = [r for r in scored if r.target_type in ("trace", "conversation")]
+    found = annotations(phoenix, "span", sorted({str(r.span_id) for r in on_spans}))
+    found += annotations(phoenix, "trace", sorted({str(r.trace_id) for r in on_traces}))
+    ours = [a for a in found if a["identifier"].startswith("spanjudge:")]
+    # one annotation per result, on its own span or trace, with the verdict: nothing twice
+    assert len(ours) == len(scored)
+    for record in scored:
+        [mine] = [a for a in ours if a["identifier"] == "spanjudge:" + record.evaluation_span_id]
+        assert mine["name"] == record.metric and mine["annotator_kind"] == "LLM"
+        assert mine["result"] == {
+            "label": record.label,
+            "score": record.score,
+            "explanation": record.reason,
+        }
+        if record.target_type in ("llm", "agent"):
+            assert mine["span_id"] == record.span_id
+        else:
+            assert mine["trace_id"] == record.trace_id
+    # the annotation filter of docs/backends.md lists exactly the failing faithfulness spans
+    failing = [r for r in on_spans if r.metric == "faithfulness" and r.label == "fail"]
+    assert failing
+    listed = phoenix.span_ids(PROJECT, backend_docs.docs_query("phoenix"))
+    assert sorted(listed) == sorted(str(r.span_id) for r in failing)
