@@ -7,8 +7,9 @@ store, the offline demo judge, rules: faithfulness and bias on ``llm`` and ``age
 adherence on ``conversation``; the pipeline of ``tests/interop/test_conformance.py``). Printed as
 one JSON document: per recording, the library and pinned versions (its ``manifest.json``), the
 evaluations owed, scored right, duplicates, evaluated but not owed, the owed ones skipped by
-reason (and why each wrong one is wrong), the share scored right; ``--table`` adds the markdown
-table of issue 27.
+reason (and why each wrong one is wrong), the share scored right, the cases the plausibility
+gate refused (``refused``, by field and check); ``--table`` adds the markdown table of issue 27
+with a ``refused`` column (issue 37).
 
 Owed, scored right and duplicates are defined in ``tests/interop/owed.py``, from the scenario
 alone (never from what spanjudge recognised): per turn, one evaluation of the agent turn per
@@ -61,6 +62,20 @@ def _reason_kind(reason: str | None) -> str:
     return f"missing {fields}: {cause}"
 
 
+IMPLAUSIBLE_FIELD = "implausible_field"
+INDEX = re.compile(r"\[\d+\]")
+REFUSED = re.compile(r"^implausible (\S+?): .*?\((\w+)\) in ")
+
+
+def _refused_kind(reason: str | None) -> str:
+    """A refusal's reason as ``<field>: <check>`` (turn and step indexes dropped)."""
+    match = REFUSED.match(reason or "")
+    if match is None:
+        return (reason or "")[:80]
+    field = INDEX.sub("[]", match.group(1))
+    return f"{field}: {match.group(2)}"
+
+
 def summarise(
     done: Any, agent_rules: list[str], llm_rules: list[str], topics: str
 ) -> dict[str, Any]:
@@ -89,6 +104,16 @@ def summarise(
         "not_right": verdict.wrong,
         "skipped_not_owed": dict(skipped_not_owed(done, verdict).most_common()),
         "errors": sum(1 for r in done.results if r.status == "error"),
+        # cases the plausibility gate refused (evaluators/_rebuild/plausibility.py): 0 is
+        # expected for a recording read right; by field and check
+        "refused": sum(1 for r in done.results if r.error_type == IMPLAUSIBLE_FIELD),
+        "refused_by_check": dict(
+            Counter(
+                _refused_kind(r.skip_reason)
+                for r in done.results
+                if r.error_type == IMPLAUSIBLE_FIELD
+            ).most_common()
+        ),
         "context_sources": dict(
             Counter(r.context_source for r in done.results if r.context_source).most_common()
         ),
@@ -98,12 +123,12 @@ def summarise(
 def _table(rows: list[dict[str, Any]]) -> str:
     """The rows as the markdown table the issue quotes."""
     lines = [
-        "| recording | owed | scored right | duplicates | evaluated, not owed |",
-        "|---|---|---|---|---|",
+        "| recording | owed | scored right | duplicates | evaluated, not owed | refused |",
+        "|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {r['recording']} | {r['evaluations_owed']} | {r['scored_right']} | "
-        f"{r['duplicates']} | {r['evaluated_not_owed']} |"
+        f"{r['duplicates']} | {r['evaluated_not_owed']} | {r['refused']} |"
         for r in rows
     ]
     return "\n".join(lines)

@@ -43,14 +43,20 @@ from spanjudge.evaluators._rebuild.context import (
     context_of,
     retrieval_context,
     tools_called,
+    tools_from_messages,
 )
 from spanjudge.evaluators._rebuild.dialects import fallback, read_span
 from spanjudge.evaluators._rebuild.dialects.message_text import MAX_RAW_CHARS
 from spanjudge.evaluators._rebuild.inference import RETRIEVAL_RULE
+from spanjudge.evaluators._rebuild.plausibility import IMPLAUSIBLE_FIELD, refusal_of
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.target_text import first_text, turn_text
 from spanjudge.evaluators._rebuild.targets import Skip, Target, turn_spans
-from spanjudge.evaluators._rebuild.trajectory import trace_trajectory, trajectory_of
+from spanjudge.evaluators._rebuild.trajectory import (
+    READ_FROM_TOOL_MESSAGE,
+    trace_trajectory,
+    trajectory_of,
+)
 
 if TYPE_CHECKING:
     from spanjudge.evaluators._plan.rules import Rule
@@ -65,6 +71,7 @@ __all__ = [
 ]
 
 MAX_TURNS = 1_000
+_TEXT_FIELDS = ("input", "actual_output")
 
 Case = LLMTestCase | ConversationalTestCase
 
@@ -103,6 +110,11 @@ def build_case(rule: Rule, target: Target, spans: list[SpanRecord]) -> Case | Sk
             refused = _inferred_required(rule.metric, case)
             if refused:
                 return Skip(refused, [])
+        if not missing and rule.build_case is None:
+            required = getattr(rule.metric, "required_fields", None) or _TEXT_FIELDS
+            refusal = refusal_of(case, required)
+            if refusal is not None:
+                return Skip(refusal.reason, [], IMPLAUSIBLE_FIELD, refusal)
     except Exception as exc:  # a bug or an unforeseen span shape: skip this target, keep going
         return Skip(f"rebuild failed: {type(exc).__name__}: {_short(str(exc))}")
     if missing:
@@ -159,9 +171,12 @@ def default_case(
             else [s for s in scope if tree.kind(s) == "llm" and tree.collapsed_into(s) is None]
         )
     truncated: list[str] = []
+    in_prompt = next((d for d in (read_span(s).prompt_documents for s in [span, *models]) if d), [])
     retrieval, source = context_of(
-        tree, scope, models, notes, where, truncated, context_fallback, found_by
+        tree, scope, models, notes, where, truncated, context_fallback, found_by, in_prompt
     )
+    if text_in and retrieval and source == "retrieval":
+        text_in = _without_documents(text_in, retrieval, found_by)
     tools = tools_called(tree, scope, notes, where)
     metadata: dict[str, Any] = {
         "target_type": target.target_type,
@@ -185,6 +200,11 @@ def default_case(
         if target.target_type == "trace"
         else trajectory_of(tree, span)
     )
+    if tools is None:
+        tools = tools_from_messages(trajectory.tool_calls)
+        if tools:
+            notes.pop("tools_called", None)
+            found_by["tools_called"] = f"{READ_FROM_TOOL_MESSAGE} ({len(tools)} call(s))"
     return LLMTestCase(
         input=text_in,
         actual_output=text_out,
@@ -194,6 +214,28 @@ def default_case(
         name=span.name,
         trajectory=trajectory,
     )
+
+
+_MIN_DOCUMENT_CHARS = 20  # shorter texts are found inside prompts by chance
+
+
+def _without_documents(text: str, documents: list[str], found_by: dict[str, str]) -> str:
+    """The input without the retrieved documents a framework pasted into the prompt (the
+    documents found elsewhere in the turn are context, not the question); as given when none
+    is in it, or nothing else would be left."""
+    rest, moved = text, 0
+    for document in documents:
+        doc = document.strip()
+        if len(doc) >= _MIN_DOCUMENT_CHARS and doc in rest:
+            rest, moved = rest.replace(doc, ""), moved + 1
+    if not moved:
+        return text
+    rest = "\n\n".join(p.strip() for p in rest.split("\n\n") if p.strip())
+    if not rest:
+        return text
+    how = found_by.get("input", "attributes")
+    found_by["input"] = f"{how}, rule: retrieved documents taken out of the prompt ({moved})"
+    return rest
 
 
 def _target_found_by(span: SpanRecord, tree: SpanTree, found_by: dict[str, str]) -> None:

@@ -12,13 +12,14 @@ bounded; at most
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._judge.test_case import ToolCall
 from spanjudge.evaluators._rebuild.dialects import read_span
 from spanjudge.evaluators._rebuild.dialects.message_text import document_texts
+from spanjudge.evaluators._rebuild.dialects.text_shapes import PROMPT_BLOCK_RULE
 from spanjudge.evaluators._rebuild.dialects.tool_calls import FINAL_ANSWER_TOOL
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView
 from spanjudge.evaluators._rebuild.scope import SpanTree
@@ -40,13 +41,20 @@ def context_of(
     truncated: list[str],
     fallback: bool,
     found_by: dict[str, str] | None = None,
+    in_prompt: list[str] | None = None,
 ) -> tuple[list[str] | None, str | None]:
     """The retrieval context and where it came from (see the module docstring); ``found_by``
-    receives how (``"retrieval_context"``: the spans and the rule or dialect that read them)."""
+    receives how (``"retrieval_context"``: the spans and the rule or dialect that read them).
+    ``in_prompt``: documents the prompt carried in a marked block (``<memory>...``), the
+    retrieval context when no retrieval in scope has text."""
     found_by = {} if found_by is None else found_by
     found = retrieval_context(tree, scope, notes, where, truncated, found_by)
     if found is not None:
         return found, "retrieval"
+    if in_prompt:
+        notes.pop("retrieval_context", None)
+        found_by["retrieval_context"] = f"{PROMPT_BLOCK_RULE} ({len(in_prompt)} block(s))"
+        return _bounded(list(dict.fromkeys(in_prompt)), truncated), "retrieval"
     if not fallback:
         return None, None
     tools = [s for s in scope if tree.kind(s) == "tool" and not _final_answer_tool(s)]
@@ -184,6 +192,21 @@ def tools_called(
         notes.setdefault("tools_called", f"no tool spans in {where}")
         return None
     return calls
+
+
+def tools_from_messages(steps: Sequence[Any]) -> list[ToolCall] | None:
+    """The tool calls of trajectory steps read from tool messages (tools without spans of
+    their own), as the case's ``tools_called``; ``None`` when there are none."""
+    calls = []
+    for step in steps[:MAX_TOOL_CALLS]:
+        if getattr(step, "read_from", None) is None or not str(step.name).strip():
+            continue
+        args = step.arguments
+        params = {str(k): v for k, v in args.items()} if isinstance(args, Mapping) else None
+        if params is None and args is not None:
+            params = {"value": args}
+        calls.append(ToolCall(name=step.name, input_parameters=params, output=step.result))
+    return calls or None
 
 
 def cap(text: str, name: str, truncated: list[str]) -> str:

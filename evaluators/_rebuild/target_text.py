@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import read_span
+from spanjudge.evaluators._rebuild.dialects.text_shapes import MODEL_ANSWER_RULE, Want, failed_check
 from spanjudge.evaluators._rebuild.dialects.view import GenAIView
 from spanjudge.evaluators._rebuild.scope import SpanTree
 
@@ -45,12 +46,35 @@ def turn_text(
         s for s in tree.subtree(span) if tree.kind(s) == "llm" and tree.collapsed_into(s) is None
     ]
     own = [] if tree.how_kind(span) and _structured(view) else [span]
-    ins = [span] if _unreadable(view, "input") else [*own, *calls]
-    outs = [span] if _unreadable(view, "actual_output") else [*own, *reversed(calls)]
-    return (
-        first_text(ins, "input", notes, found_by, span),
-        first_text(outs, "actual_output", notes, found_by, span),
-    )
+    # the turn's own text in the shape of a misread (a status word read from a result object,
+    # a dump of its state): its model calls hold the question and answer better
+    own_in = _plausible_own(own, view.input_text, "input", calls)
+    own_out = _plausible_own(own, view.output_text, "output", calls)
+    ins = [span] if _unreadable(view, "input") else [*own_in, *calls]
+    outs = [span] if _unreadable(view, "actual_output") else [*own_out, *reversed(calls)]
+    text_in = first_text(ins, "input", notes, found_by, span)
+    text_out = first_text(outs, "actual_output", notes, found_by, span)
+    if found_by is not None:
+        for field_name, kept, text, rule in (
+            ("input", own_in, view.input_text, FIRST_CALL_RULE),
+            ("actual_output", own_out, view.output_text, MODEL_ANSWER_RULE),
+        ):
+            if own and not kept and text and field_name in found_by:
+                check = failed_check(text, "input" if field_name == "input" else "output")
+                found_by[field_name] += f", rule: {rule} (the turn's own {text[:40]!r}: {check})"
+    return text_in, text_out
+
+
+FIRST_CALL_RULE = "the first model call's input in the turn"
+
+
+def _plausible_own(
+    own: list[SpanRecord], text: str | None, want: Want, calls: list[SpanRecord]
+) -> list[SpanRecord]:
+    """``own`` unless its text fails a plausibility check and model calls can speak instead."""
+    if not own or not calls or text is None or failed_check(text, want) is None:
+        return own
+    return []
 
 
 def _unreadable(view: GenAIView, field_name: str) -> bool:

@@ -17,6 +17,7 @@ from spanjudge.tracer import _attributes as attrs
 
 if TYPE_CHECKING:
     from spanjudge.evaluators._plan.rules import Rule
+    from spanjudge.evaluators._rebuild.plausibility import Refusal
 
 
 @dataclass(slots=True)
@@ -52,6 +53,9 @@ class Skip:
 
     ``missing`` names the test-case fields the metric needed and the spans did not give
     (empty when the skip has another cause, e.g. a failing custom ``build_case``).
+    ``error_type`` is the result's: ``missing_field``, or ``implausible_field`` when the
+    plausibility gate refused a field (``refusal`` says which, the check and the rule that
+    reads that shape: :mod:`.plausibility`).
 
     Example::
 
@@ -60,6 +64,8 @@ class Skip:
 
     reason: str
     missing: list[str] = field(default_factory=list)
+    error_type: str = "missing_field"
+    refusal: Refusal | None = None
 
 
 def span_kind(span: SpanRecord) -> str | None:

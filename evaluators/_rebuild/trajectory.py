@@ -70,7 +70,9 @@ from spanjudge.evaluators._rebuild.dialects.message_text import maybe_json, mess
 from spanjudge.evaluators._rebuild.dialects.tool_calls import (
     ToolDefinition,
     ToolRequest,
+    callable_tool_name,
     requested_tool_calls,
+    tool_answers,
     tools_available,
 )
 from spanjudge.evaluators._rebuild.scope import SpanTree
@@ -118,7 +120,10 @@ class Step:
     """One thing the agent did. ``index`` is its position (0-based); ``agent`` the agent it ran
     under; ``arguments``/``result``: a tool call's, a retrieval's document texts (``result``),
     a model call's or a sub-agent's output text, a plan's text; ``tool_calls``: what a model
-    call requested; ``handoff_from``/``handoff_to``: the agents of a hand-off."""
+    call requested; ``handoff_from``/``handoff_to``: the agents of a hand-off;
+    ``arguments_hidden``: the tool call's arguments were not recorded because content capture
+    was off (two such calls are not known to be the same call); ``read_from``: how a step
+    without a span of its own was read (a tool result found only in a tool message)."""
 
     index: int
     kind: StepKind
@@ -131,12 +136,16 @@ class Step:
     tool_calls: list[ToolRequest] = field(default_factory=list)
     handoff_from: str | None = None
     handoff_to: str | None = None
+    arguments_hidden: bool = False
+    read_from: str | None = None
 
     def describe(self, limit: int = 120) -> str:
         """One line: ``step 2 tool_call lookup_order {"id": 7} -> error: KeyError``."""
         head = f"step {self.index} {self.kind} {self.name}"
         if self.kind == "tool_call" and self.arguments is not None:
             head += " " + short(as_text(self.arguments), limit)
+        elif self.arguments_hidden:
+            head += " (arguments hidden: content capture off)"
         if self.tool_calls:
             head += " requests " + ", ".join(c.name for c in self.tool_calls)
         if self.handoff_from or self.handoff_to:
@@ -282,6 +291,8 @@ def _fill(
     last_agent: dict[tuple[str, str | None], str] = {}
     tools: dict[str, ToolDefinition] = {}
     links = Links(known_agents(tree, [*own, *scope]))
+    # tools that have no span of their own answer in the next model call's tool messages
+    tool_spans = any(tree.kind(s) == "tool" for s in scope)
     for span in own:
         offer_tools(span, tools)
     for span in scope:
@@ -301,6 +312,8 @@ def _fill(
             step = _step(tree, span, len(found.steps), as_tool)
             if step is not None:
                 step.agent = owner_of(tree, span, owners, links.delegations)
+                if step.kind == "model_call" and not tool_spans:
+                    _answered_in_messages(found, span, step, links)
                 links.relate(tree, span, step)
         except Exception as exc:  # an unforeseen value: the step is left out, and said so
             if len(found.notes) < MAX_ERRORS:
@@ -324,6 +337,7 @@ def _fill(
         found.steps.append(step)
         if step.error and len(found.errors) < MAX_ERRORS:
             found.errors.append(step.describe())
+    _mark_hidden_arguments(found, tree, [*own, *scope])
     stepped = {s.span_id for s in found.steps}
     for span in own:
         error = error_of(span) if span.span_id not in stepped else None
@@ -358,7 +372,11 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
         )  # fmt: skip
     if kind == "tool":
         tool = view.tool
-        name = tool.name if tool is not None and tool.name.strip() else _agent_name(span)
+        name = (
+            tool.name
+            if tool is not None and tool.name.strip()
+            else callable_tool_name(_agent_name(span))
+        )
         arguments = bounded(call_arguments(tool.arguments)) if tool is not None else None
         returned = tool.result if tool is not None else view.output_text
         return Step(
@@ -377,6 +395,52 @@ def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -
         texts = [bounded(d.text) for d in retrieval[0] if d.text]
         return Step(index, "retrieval", span.name, span.span_id, result=texts, error=error)
     return None
+
+
+READ_FROM_TOOL_MESSAGE = "tool message in a later model call's input"
+
+
+def _answered_in_messages(found: Trajectory, span: SpanRecord, step: Step, links: Links) -> None:
+    """Tool executions with no span of their own, read from the tool messages of the model call
+    ``span`` (``step``, not yet kept) that answer requests of earlier model calls: paired by
+    the call id, else by the name, else by order. Each becomes a ``tool_call`` step before the
+    model call, with the request's name and arguments and the message's result and error."""
+    if not links.requests.pending:
+        return
+    for answer in tool_answers(span):
+        request = links.requests.answer(answer.name or "", answer.call_id)
+        pending = links.requests.pending
+        if request is None and pending and not (answer.call_id and any(r.call_id for r in pending)):
+            request = pending.pop(0)  # no ids to pair by: the order the calls were asked in
+        if request is None:
+            continue
+        if len(found.steps) >= MAX_STEPS:
+            found.steps_dropped += 1
+            continue
+        tool = Step(
+            len(found.steps), "tool_call", request.name, span.span_id, agent=step.agent,
+            arguments=bounded(request.arguments), result=bounded(tool_result(answer.content)),
+            error=answer.error, read_from=READ_FROM_TOOL_MESSAGE,
+        )  # fmt: skip
+        found.steps.append(tool)
+        if tool.error and len(found.errors) < MAX_ERRORS:
+            found.errors.append(tool.describe())
+    step.index = len(found.steps)
+
+
+def _mark_hidden_arguments(found: Trajectory, tree: SpanTree, spans: list[SpanRecord]) -> None:
+    """Tool calls without arguments where content capture was off (the tool span's or a model
+    call's of the same trajectory): their arguments are hidden, not absent."""
+    calls = [s for s in found.steps if s.kind == "tool_call" and s.arguments is None]
+    if not calls:
+        return
+    off = any(read_span(s).capture_off for s in spans if tree.kind(s) in ("llm", "agent"))
+    by_id = {s.span_id: s for s in spans}
+    for step in calls:
+        span = by_id.get(step.span_id)
+        step.arguments_hidden = off or (
+            span is not None and read_span(span).capture_off is not None
+        )
 
 
 def _task_text(tree: SpanTree, scope: list[SpanRecord], text_in: str | None) -> str | None:
@@ -569,8 +633,14 @@ class Links:
             self.requests.add(step.tool_calls)
         elif step.kind == "tool_call":
             view = read_span(span).tool
-            request = self.requests.answer(step.name, view.call_id if view is not None else None)
-            if request is not None and norm(request.name) == norm(step.name):
+            call_id = view.call_id if view is not None else None
+            request = self.requests.answer(step.name, call_id)
+            # the agent's own record of the tool it chose wins: the request answered by the
+            # call id, or by the name in another spelling
+            if request is not None and (
+                norm(request.name) == norm(step.name)
+                or (call_id is not None and request.call_id == call_id)
+            ):
                 step.name = request.name
             step.arguments = bounded(requested_arguments(step.arguments, request))
             handoff, target = handoff_target(

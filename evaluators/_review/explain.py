@@ -6,11 +6,12 @@ returns an :class:`Explanation`: per span, in tree order, its dialect, kind (and
 rule that gave it, when no dialect did), conversation id, capture setting, how each of its fields
 was found, and the span it is collapsed into when it wraps another span of the same operation;
 which rules target it, whether their filter and sampler pick it, and the test case the rule would
-evaluate (or why it is skipped); per conversation of the trace, its turns and the
-conversation rules' cases; per rule without a target here, why (the reasons the planner counts
-in ``spanjudge.rules.no_target``); the trajectory of each agent turn as read (the whole trace's
-when no span is a turn), the filters on it applied. Budgets are not applied: they depend on the
-moment.
+evaluate (or why it is skipped; a field the plausibility gate refused with the attribute it came
+from, the check it failed and the rule that reads that shape); per conversation of the trace,
+its turns and the conversation rules' cases; per rule without a target here, why (the reasons
+the planner counts in ``spanjudge.rules.no_target``); the trajectory of each agent turn as read
+(the whole trace's when no span is a turn), the filters on it applied. Budgets are not
+applied: they depend on the moment.
 
 Rules need a metric, and a metric a judge: :class:`OfflineJudge` stands in for it and refuses
 every call, so explaining never reaches a model.
@@ -47,6 +48,7 @@ from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._plan.sampler import target_kept
 from spanjudge.evaluators._rebuild.cases import build_case
 from spanjudge.evaluators._rebuild.dialects import fallback, read_span
+from spanjudge.evaluators._rebuild.plausibility import Refusal
 from spanjudge.evaluators._rebuild.scope import SpanTree
 from spanjudge.evaluators._rebuild.targets import (
     Skip,
@@ -120,6 +122,9 @@ class RuleVerdict:
     sample_rate: float
     case: CaseFields | None = None
     skip: str | None = None
+    refusal: Refusal | None = None
+    """Set when the plausibility gate refused a field: the field, the attribute it came from,
+    the check it failed and the rule that reads that shape."""
 
     @property
     def status(self) -> str:
@@ -333,6 +338,7 @@ def _rule_verdict(rule: Rule, target: Target, spans: list[SpanRecord], rate: flo
         sample_rate=rate,
         case=None if isinstance(built, Skip) else _fields(built),
         skip=built.reason if isinstance(built, Skip) else None,
+        refusal=built.refusal if isinstance(built, Skip) else None,
     )
 
 

@@ -63,8 +63,11 @@ BACKLOG: Final = "spanjudge.backlog"
 # Observable gauge: age in seconds of the oldest settled-but-unevaluated target
 BACKLOG_AGE: Final = "spanjudge.backlog.oldest_age_seconds"
 # Counter of targets not evaluated, labels: rule, reason
-# (not_sampled|rate_budget|cost_budget|missing_field|filtered)
+# (not_sampled|rate_budget|cost_budget|filtered|implausible_field: the plausibility gate refused
+# a rebuilt field, evaluators/_rebuild/plausibility.py)
 SAMPLER_SKIPPED: Final = "spanjudge.sampler.skipped"
+# The reason label (and result error_type) of a case the plausibility gate refused
+IMPLAUSIBLE_FIELD: Final = "implausible_field"
 # Counter of spans the store exporter dropped, labels: reason (queue_full|store_error)
 EXPORTER_DROPPED: Final = "spanjudge.exporter.dropped_spans"
 EXPORTER_WRITTEN: Final = "spanjudge.exporter.written_spans"

@@ -48,7 +48,13 @@ LateState = tuple[int, int, int]
 SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Lag spans settle time (seconds) to backlog catch-up (tens of minutes).
 # Why a rule did not evaluate a target (the ``reason`` label of spanjudge.sampler.skipped).
-SKIP_REASONS: tuple[str, ...] = ("not_sampled", "rate_budget", "cost_budget", "filtered")
+SKIP_REASONS: tuple[str, ...] = (
+    "not_sampled",
+    "rate_budget",
+    "cost_budget",
+    "filtered",
+    names.IMPLAUSIBLE_FIELD,
+)
 LAG_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 
 
@@ -208,6 +214,10 @@ class Telemetry:
         service = record.service_name or ""
         base = {names.L_METRIC: record.metric, names.L_SERVICE: service, names.L_RULE: record.rule}
         self.evaluations.add(1, {**base, names.L_LABEL: label})
+        if record.status == "skipped" and record.error_type == names.IMPLAUSIBLE_FIELD:
+            # a refused misread is counted under its own reason: a number to drive to zero
+            refused = {names.L_RULE: record.rule, names.L_REASON: names.IMPLAUSIBLE_FIELD}
+            self.skipped.add(1, refused)
         if record.status == "scored" and record.score is not None:
             self.score.record(float(record.score), {**base, names.L_LABEL: label})
         model = record.judge_model or ""

@@ -343,6 +343,8 @@ def _print_explanation(explanation: Explanation, configured: bool) -> None:
 def _add_verdict(parent: Tree, verdict: RuleVerdict) -> None:
     from rich.markup import escape
 
+    from spanjudge.evaluators._rebuild.dialects.text_shapes import CHECKS
+
     status = verdict.status
     if status == "not sampled":
         status += f" (sample rate {verdict.sample_rate:g})"
@@ -351,7 +353,14 @@ def _add_verdict(parent: Tree, verdict: RuleVerdict) -> None:
         f"rule [bold]{escape(verdict.rule)}[/] ({verdict.metric} on {verdict.target_type}): "
         f"[{color}]{status}[/]"
     )
-    if verdict.skip is not None:
+    refusal = verdict.refusal
+    if refusal is not None:
+        refused = node.add(f"[red]refused field:[/] {escape(refusal.field)}")
+        refused.add(f"attribute: {escape(refusal.attribute)}")
+        refused.add(f"check: {refusal.check} ({escape(CHECKS[refusal.check])})")
+        refused.add(f"rule that reads this shape: {escape(refusal.rule)}")
+        refused.add(f"value: {escape(repr(refusal.sample))}")
+    elif verdict.skip is not None:
         node.add(f"skip reason: {escape(verdict.skip)}")
     case = verdict.case
     if case is None:

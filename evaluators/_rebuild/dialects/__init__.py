@@ -13,12 +13,14 @@ Precedence, first match wins (more specific markers before the generic semconv):
 7. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
 8. ``genai-semconv``: any span with ``gen_ai.operation.name``;
 9. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
-   attribute and an assistant message in an output-like one (:mod:`.generic`).
+   attribute and an assistant message in an output-like one (:mod:`.fallback`).
 
 Each dialect reads its own names first, then the GenAI semconv fills what is still empty (most
 libraries write some semconv attributes beside their own). After the dialect, the rules of
-:mod:`.general` apply to every view (Python reprs refused, a capture setting blamed only on
-evidence, each field's source recorded). A span no dialect recognises has
+:mod:`.common_rules` apply to every view (Python reprs refused, the shapes of
+:mod:`.text_shapes` read where a general rule can, a tool named after its callable named after
+the tool, a capture setting blamed only on evidence and named by the instrumentation that wrote
+the span (:mod:`.capture_switches`), each field's source recorded). A span no dialect recognises has
 ``dialect is None`` and ``kind is None``: not a GenAI step (an HTTP call, a database query); the
 planner counts such spans and logs their shape once, so nothing is dropped silently.
 
@@ -60,11 +62,6 @@ DIALECTS: tuple[ModuleType, ...] = (
     openllmetry,
     semconv,
     fallback,
-)
-
-SEMCONV_CAPTURE_SETTING = (
-    "message content was not captured (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT is "
-    "off, or the content went out as log records that did not reach spanjudge's /v1/logs)"
 )
 
 # Views are pure functions of a span: keep the most recent ones, keyed by the span object, so
@@ -124,7 +121,7 @@ def read_span(span: SpanRecord) -> GenAIView:
         except Exception as exc:  # an unforeseen shape: the view says why, planning goes on
             view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
         try:
-            common_rules.finish(view, SEMCONV_CAPTURE_SETTING)
+            common_rules.finish(view)
         except Exception as exc:  # never: but a view must come back whatever the span holds
             view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
     if view.conversation_id is None:

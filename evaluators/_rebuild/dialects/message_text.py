@@ -256,6 +256,12 @@ def captured_text(
                     return text
         if len(value) == 1:
             return captured_text(next(iter(value.values())), keys, want_input, depth + 1)
+        if not want_input:
+            # a result object ({"exit_reason": "text", "last_message": {...}}): the answer is
+            # its message, never a status beside it
+            said = _message_field_text(value)
+            if said:
+                return said
         # captured keyword arguments such as {"user_msg": "...", "history": [...], "k": 3}:
         # a lone text argument is the input
         texts = [v for k, v in value.items() if k not in _NOT_TEXT_KEYS and nonempty(v)]
@@ -274,6 +280,24 @@ def captured_text(
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return None
+
+
+def _message_field_text(value: Mapping[str, Any]) -> str | None:
+    """The text of the one message-like field of an object (a message, or a list of messages:
+    its last assistant one), else ``None`` (none, or several that disagree)."""
+    texts: list[str] = []
+    for item in value.values():
+        if isinstance(item, str):
+            item = maybe_json(item)
+        if is_message(item) and role(item) not in SYSTEM_ROLES and role(item) != "user":
+            found = message_text(item)
+        elif isinstance(item, list) and item and all(is_message(m) for m in item):
+            found = assistant_text([m for m in item if role(m) in ASSISTANT_ROLES][-1:])
+        else:
+            continue
+        if found:
+            texts.append(found)
+    return texts[0] if len(set(texts)) == 1 else None
 
 
 def _only_placeholders(value: Any, depth: int = 0) -> bool:

@@ -304,9 +304,9 @@ def _read_events(view: GenAIView) -> None:
         elif outputs and "actual_output" not in view.notes:
             calls = [e for e in view.span.events if e.name == outputs[-1][0]]
             only_calls = any(
-                tool_calls.tool_call_parts(e.attributes.get(k))
+                tool_calls.tool_call_parts(_unwrapped_body(e.attributes.get(k)))
                 for e in calls
-                for k in ("message", "content")
+                for k in ("message", "content", "body")
             )
             view.note(
                 "actual_output",
@@ -320,6 +320,14 @@ def _read_events(view: GenAIView) -> None:
         if texts:
             view.system_text = "\n".join(t for _, t in texts)
             view.source("system", f"event {texts[0][0]}")
+
+
+def _unwrapped_body(value: Any) -> Any:
+    """A content log record's body as the message it carries (``{"message": {...}}``)."""
+    parsed = maybe_json(value)
+    if isinstance(parsed, Mapping) and isinstance(parsed.get("message"), Mapping | str):
+        return parsed["message"]
+    return parsed
 
 
 def _read_documents(view: GenAIView) -> None:
@@ -350,7 +358,9 @@ def _read_tool(view: GenAIView) -> None:
     name = _str(a.get(attrs.GEN_AI_TOOL_NAME))
     prefix = "execute_tool "
     if name is None:
-        name = view.span.name[len(prefix) :] if view.span.name.startswith(prefix) else None
+        # no tool-name attribute: the span's name is the tool's (a callable's name is made the
+        # tool's by the general rules)
+        name = view.span.name.removeprefix(prefix).strip() or None
     if not name:
         return
     arguments = raw(view, attrs.GEN_AI_TOOL_CALL_ARGUMENTS, "tools_called")

@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -125,12 +126,45 @@ class ToolRequest:
 
 
 @dataclass(slots=True)
+class ToolAnswer:
+    """What a tool message in a model call's input says a tool returned: the call it answers
+    (id, else ``None``), the tool's name when the message says it, the content, the error."""
+
+    call_id: str | None
+    name: str | None
+    content: Any
+    error: str | None = None
+
+
+@dataclass(slots=True)
 class ToolDefinition:
     """A tool the model was offered: its name, description and parameter schema."""
 
     name: str
     description: str | None = None
     parameters: Any = None
+
+
+# ====================================================================== tools named after callables
+CALLABLE_RULE = "tool named after its callable"
+_CALLABLE = re.compile(
+    r"^(?:(?:tool|function|fn)\s*[:/]\s*(?P<prefixed>[A-Za-z_][\w-]*)"
+    r"|(?P<called>[A-Za-z_]\w*)\.__(?:call|invoke|run)__"
+    r"|(?:[\w]+\.)*[A-Z]\w*\.(?P<method>[a-z_]\w*))$"
+)
+
+
+def callable_tool_name(name: str) -> str:
+    """The tool a span named after its callable stands for: ``refund.__call__``,
+    ``Tools.refund``, ``billing.Tools.refund``, ``tool:refund`` -> ``refund``; any other name
+    as given."""
+    stripped = name.strip()
+    if not stripped or ("." not in stripped and ":" not in stripped and "/" not in stripped):
+        return name
+    match = _CALLABLE.match(stripped)
+    if match is None:
+        return name
+    return next(g for g in match.groups() if g)
 
 
 # ====================================================================== requested tool calls
@@ -148,7 +182,9 @@ def _message_calls(span: SpanRecord) -> list[ToolRequest]:
         a = event.attributes
         values.append(a.get(attrs.GEN_AI_OUTPUT_MESSAGES))
         if event.name == CHOICE_EVENT:
-            values.append(a.get("message"))
+            # the message attribute, or the log record's body ({"message": {...}}): every form
+            # the text reader knows
+            values.extend((a.get("message"), a.get("content"), a.get("body")))
     for value in values:
         if value is None:
             continue
@@ -218,6 +254,121 @@ def _vercel_calls(span: SpanRecord) -> list[ToolRequest]:
         return []
     found = [_request(p) for p in value if isinstance(p, Mapping)]
     return [c for c in found if c is not None]
+
+
+# ====================================================================== tool messages
+_OI_INPUT_MESSAGE = re.compile(
+    r"^llm\.input_messages\.(\d+)\.message\.(role|content|tool_call_id|name)$"
+)
+_PROMPT_MESSAGE = re.compile(r"^gen_ai\.prompt\.(\d+)\.(role|content|tool_call_id|name)$")
+TOOL_MESSAGE_EVENT = "gen_ai.tool.message"
+VERCEL_PROMPT_MESSAGES = "ai.prompt.messages"
+_ERROR_STATUSES = frozenset({"error", "failed", "failure"})
+_RESULT_BLOCK_TYPES = frozenset({"tool_result", "tool-result", "tool_call_response"})
+_RESULT_BLOCK_KEYS = ("toolResult", "functionResponse", "function_response")
+
+
+def tool_answers(span: SpanRecord) -> list[ToolAnswer]:
+    """The tool results a model call's input messages carry (the tool messages that answer the
+    calls an earlier model call requested), in order, from every message form read for text:
+    OpenAI ``role: tool`` messages, semconv ``tool_call_response`` parts, Anthropic
+    ``tool_result`` blocks, Bedrock ``toolResult``, Gemini ``functionResponse``, the Vercel AI
+    SDK's ``tool-result`` parts, flattened OpenInference/OpenLLMetry messages and
+    ``gen_ai.tool.message`` events."""
+    a = span.attributes
+    sources: list[Any] = [a.get(attrs.GEN_AI_INPUT_MESSAGES), a.get(VERCEL_PROMPT_MESSAGES)]
+    sources.extend(e.attributes.get(attrs.GEN_AI_INPUT_MESSAGES) for e in span.events)
+    for value in sources:
+        parsed = maybe_json(value)
+        if isinstance(parsed, Mapping):
+            parsed = parsed.get("messages", [parsed])
+        if isinstance(parsed, list):
+            found = [answer for message in parsed for answer in _answers_in(message)]
+            if found:
+                return found
+    for pattern in (_OI_INPUT_MESSAGE, _PROMPT_MESSAGE):
+        by_index: dict[int, dict[str, Any]] = {}
+        for key, value in a.items():
+            match = pattern.match(key)
+            if match:
+                by_index.setdefault(int(match.group(1)), {})[match.group(2)] = value
+        found = [x for i in sorted(by_index) for x in _answers_in(by_index[i])]
+        if found:
+            return found
+    found = []
+    for event in span.events:
+        if event.name == TOOL_MESSAGE_EVENT:
+            body = maybe_json(event.attributes.get("body"))
+            fields = body if isinstance(body, Mapping) else event.attributes
+            message = {"role": "tool", **{k: v for k, v in fields.items() if k != "role"}}
+            message.setdefault("tool_call_id", fields.get("id"))
+            found.extend(_answers_in(message))
+    return found
+
+
+def _answers_in(message: Any) -> list[ToolAnswer]:
+    if not isinstance(message, Mapping):
+        return []
+    out: list[ToolAnswer] = []
+    blocks = message.get("parts", message.get("content"))
+    for block in blocks if isinstance(blocks, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        inner = next(
+            (block[k] for k in _RESULT_BLOCK_KEYS if isinstance(block.get(k), Mapping)), None
+        )
+        if inner is not None:
+            out.append(_answer(inner))
+        elif block.get("type") in _RESULT_BLOCK_TYPES:
+            out.append(_answer(block))
+    if not out and message.get("role") == "tool":
+        out.append(_answer(message, content_of_message=True))
+    return out
+
+
+def _answer(block: Mapping[str, Any], *, content_of_message: bool = False) -> ToolAnswer:
+    call_id = next(
+        (block[k] for k in ("tool_call_id", "tool_use_id", "toolUseId", "toolCallId", "id",
+                            "call_id") if block.get(k)),
+        None,
+    )  # fmt: skip
+    name = block.get("name", block.get("toolName"))
+    content = next(
+        (block[k] for k in ("content", "response", "result", "output") if k in block), None
+    )
+    if content_of_message and isinstance(content, list):
+        content = message_text({"content": content}) or content
+    return ToolAnswer(
+        str(call_id) if call_id else None,
+        name if isinstance(name, str) and name.strip() else None,
+        maybe_json(content),
+        _answer_error(block, maybe_json(content)),
+    )
+
+
+def _answer_error(block: Mapping[str, Any], content: Any) -> str | None:
+    """The error a tool message or its content object says there was."""
+    if block.get("is_error") is True or block.get("isError") is True:
+        return _error_text(content) or "tool error"
+    status = block.get("status")
+    if isinstance(status, str) and status.lower() in _ERROR_STATUSES:
+        return _error_text(content) or f"tool status {status}"
+    if isinstance(content, Mapping):
+        error = content.get("error")
+        if error not in (None, "", False):
+            return error if isinstance(error, str) else json.dumps(error, default=str)[:300]
+    return None
+
+
+def _error_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content[:300] or None
+    text = message_text({"content": content}) if isinstance(content, list) else None
+    if text:
+        return text[:300]
+    if isinstance(content, Mapping) and isinstance(content.get("error"), str):
+        return str(content["error"])[:300]
+    return None
 
 
 # ====================================================================== tools available

@@ -51,6 +51,8 @@ class GenAIView:
     * ``notes``: per field, why it is empty (a bad value, a size limit, a Python repr);
     * ``found``: per field that is set, how it was found (``"openinference attributes"``,
       ``"event gen_ai.choice"``); the tree rules add theirs when a case is rebuilt;
+    * ``prompt_documents``: documents the input prompt carried in a marked block
+      (``<memory>...</memory>``), taken out of ``input_text``;
     * ``capture_off``: set when the span says its content was not captured on purpose, naming
       the instrumentation's setting, so a skip can tell the user what to switch on.
     """
@@ -73,6 +75,7 @@ class GenAIView:
     notes: dict[str, str] = field(default_factory=dict)
     found: dict[str, str] = field(default_factory=dict)
     capture_off: str | None = None
+    prompt_documents: list[str] = field(default_factory=list)
 
     def note(self, field_name: str, why: str) -> None:
         self.notes.setdefault(field_name, why)

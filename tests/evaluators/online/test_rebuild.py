@@ -192,11 +192,16 @@ def test_trace_without_captured_root_falls_back_to_its_turns() -> None:
         ({"user_message": "only key"}, ["just one"], "only key", "just one"),
         (
             {"user_msg": "hi", "history": [], "k": 3},
-            {"text": "", "n": 1},
+            {"text": "The parcel left the depot.", "n": 1},
             "hi",
-            '{"text": "", "n": 1}',
+            "The parcel left the depot.",
         ),
-        ({"a": 1, "b": [2]}, {"x": 1, "y": 2}, '{"a": 1, "b": [2]}', '{"x": 1, "y": 2}'),
+        (
+            {"a": "what is in the box", "b": "and where is it"},
+            {"note": "read as its JSON", "detail": "it holds prose"},
+            '{"a": "what is in the box", "b": "and where is it"}',
+            '{"note": "read as its JSON", "detail": "it holds prose"}',
+        ),
         (
             {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
             7,
@@ -219,6 +224,30 @@ def test_captured_arguments_and_return_values(
     )
     case = _case(Rule(BiasMetric(), target="agent"), trace.spans)
     assert (case.input, case.actual_output) == (expected_in, expected_out)
+
+
+@pytest.mark.parametrize(
+    ("captured_out", "field"),
+    [({"text": "", "n": 1}, "actual_output"), ({"x": 1, "y": 2}, "actual_output")],
+)
+def test_captured_values_that_are_state_dumps_are_refused(captured_out: Any, field: str) -> None:
+    trace = Trace()
+    trace.agent(
+        user=None,
+        answer=None,
+        **{
+            attrs.SPANJUDGE_INPUT: json.dumps({"user_msg": "hi"}),
+            attrs.SPANJUDGE_OUTPUT: json.dumps(captured_out),
+        },
+    )
+    rule = Rule(BiasMetric(), target="agent")
+    [target] = find_targets(rule, trace.spans)
+    skip = build_case(rule, target, trace.spans)
+    assert isinstance(skip, Skip) and skip.error_type == "implausible_field", skip
+    assert skip.refusal is not None and (skip.refusal.field, skip.refusal.check) == (
+        field,
+        "object_dump",
+    )
 
 
 def test_messages_win_over_captured_values() -> None:
@@ -342,12 +371,12 @@ def test_message_events() -> None:
             SpanEvent(
                 attrs.GEN_AI_CHOICE_EVENT,
                 4,
-                {"index": 0, "message": json.dumps({"role": "assistant", "content": "answer"})},
+                {"index": 0, "message": json.dumps({"role": "assistant", "content": "It ships."})},
             ),
         ],
     )
     case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
-    assert (case.input, case.actual_output) == ("new question", "answer")
+    assert (case.input, case.actual_output) == ("new question", "It ships.")
 
 
 def test_older_content_events() -> None:
@@ -357,11 +386,11 @@ def test_older_content_events() -> None:
         attributes={attrs.GEN_AI_OPERATION_NAME: "chat"},
         events=[
             SpanEvent(attrs.GEN_AI_CONTENT_PROMPT_EVENT, 1, {attrs.GEN_AI_PROMPT: "prompt text"}),
-            SpanEvent(attrs.GEN_AI_CONTENT_COMPLETION_EVENT, 2, {attrs.GEN_AI_COMPLETION: "done"}),
+            SpanEvent(attrs.GEN_AI_CONTENT_COMPLETION_EVENT, 2, {attrs.GEN_AI_COMPLETION: "it is"}),
         ],
     )
     case = _case(Rule(BiasMetric(), target="llm"), trace.spans)
-    assert (case.input, case.actual_output) == ("prompt text", "done")
+    assert (case.input, case.actual_output) == ("prompt text", "it is")
 
 
 def test_semconv_retrieval_documents_with_content() -> None:
