@@ -36,7 +36,7 @@ from spanjudge.evaluators._judge.metrics.identity import (
     class_digest,
     identity_value,
 )
-from spanjudge.evaluators._judge.metrics.schemas import MetricData
+from spanjudge.evaluators._judge.metrics.schemas import MetricData, bounded_text, checked_score
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 
 NAME_PREFIX = "deepeval_"
@@ -238,14 +238,16 @@ class DeepEvalMetric:
         with measuring() as spend:
             try:
                 return await self._run(test_case)
+            except MetricError as exc:  # its score was no number in [0, 1]
+                self._failed(exc.error_type, str(exc))
+                raise
             except Exception as exc:
-                self.score, self.success, self.reason = None, False, None
                 missing = type(exc).__name__ == "MissingTestCaseParamsError"
-                self.error_type = (
-                    MISSING_FIELD if missing else _judge_error_type(exc) or EVALUATION_ERROR
+                self._failed(
+                    MISSING_FIELD if missing else _judge_error_type(exc) or EVALUATION_ERROR,
+                    f"{type(exc).__name__}: {exc}",
                 )
-                self.error = f"{type(exc).__name__}: {exc}"
-                raise MetricError(self.name, self.error_type, self.error) from exc
+                raise MetricError(self.name, str(self.error_type), str(self.error)) from exc
             finally:
                 self._spend = spend
                 self.duration_seconds = time.perf_counter() - started
@@ -264,12 +266,12 @@ class DeepEvalMetric:
         score = getattr(metric, "score", None)
         if score is None:
             raise RuntimeError("the deepeval metric finished without a score")
-        value = float(score)
+        value = checked_score(self.name, score)
         self.score = value
         success = getattr(metric, "success", None)
         self.success = bool(success) if success is not None else value >= self.threshold
         reason = getattr(metric, "reason", None)
-        self.reason = str(reason) if reason is not None else None
+        self.reason = bounded_text(str(reason)) if reason is not None else None
         return value
 
     def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
@@ -315,6 +317,10 @@ class DeepEvalMetric:
             verdicts=[v for v in found if v is not None],
             duration_seconds=self.duration_seconds,
         )
+
+    def _failed(self, error_type: str, message: str) -> None:
+        self.score, self.success, self.reason = None, False, None
+        self.error_type, self.error = error_type, bounded_text(message)
 
     def _reset(self) -> None:
         self.score = None

@@ -11,7 +11,9 @@ What is read as the verdict, in order:
 
 Only that one object is validated: an earlier object (JSON the judged answer carried and the
 judge quoted, ``{"claims": []}``) is never taken instead, and a last object that does not match
-the schema is a problem for the repair-or-retry, not a reason to look further back::
+the schema is a problem for the repair-or-retry, not a reason to look further back. A number
+that is not finite (``NaN``, ``Infinity``, ``1e999``) anywhere in it makes the verdict invalid
+like any schema mismatch::
 
     parse_answer('Sure: ```json\n{"reason": "ok"}\n```', Reason)  # Reason(reason='ok')
     parse_answer('It says {"reason": "quoted"}. Mine: {"reason": "mine"}', Reason).reason  # mine
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from typing import Any, TypeVar
 
@@ -62,8 +65,31 @@ def extract_json(text: str) -> Any:
     return found[-1]
 
 
+def _non_finite(value: Any) -> float | None:
+    """The first number in ``value`` (a JSON-like tree) that is not finite, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else value
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _non_finite(item)
+            if found is not None:
+                return found
+    return None
+
+
 def parse_answer(text: str, schema: type[T]) -> T:
     """Validate ``text`` against ``schema``; raises ValueError with a short explanation."""
+    answer = _validate(text, schema)
+    bad = _non_finite(answer.model_dump())
+    if bad is not None:
+        # JSON has no NaN or Infinity; Python's and pydantic's parsers accept them all the same
+        raise ValueError(f"the answer holds {bad!r}, which is not a finite number")
+    return answer
+
+
+def _validate(text: str, schema: type[T]) -> T:
     try:
         # the usual answer, a bare JSON object, parsed and validated in one step
         return schema.model_validate_json(text)

@@ -11,9 +11,13 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from spanjudge.errors import JudgeResponseError
 from spanjudge.evaluators._judge.judges.base import TokenLogprob
+
+_LOGPROB_NOISE = 1e-6
 
 
 def field(obj: Any, name: str) -> Any:
@@ -51,8 +55,21 @@ def token_usage(response: Any) -> tuple[int, int]:
     )
 
 
+def _logprob(token: Any, value: Any) -> float:
+    """``value`` as a log-probability: a finite number <= 0 (a hair above 0 is float noise);
+    anything else is an invalid answer, never a NaN score downstream."""
+    number = float(value)
+    if not math.isfinite(number) or number > _LOGPROB_NOISE:
+        raise JudgeResponseError(
+            f"the judge gave token {str(token)[:40]!r} the log-probability {value!r}: "
+            "a log-probability is a finite number at most 0"
+        )
+    return number
+
+
 def read_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
-    """OpenAI-style ``choices[0].logprobs`` as :class:`TokenLogprob` s (None when absent)."""
+    """OpenAI-style ``choices[0].logprobs`` as :class:`TokenLogprob` s (None when absent);
+    :class:`JudgeResponseError` for a log-probability that is not finite or above 0."""
     content = field(logprobs, "content")
     if not content:
         return None
@@ -62,9 +79,9 @@ def read_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
         if not isinstance(token, str) or not isinstance(logprob, (int, float)):
             continue
         top = tuple(
-            (str(field(alt, "token")), float(field(alt, "logprob")))
+            (str(field(alt, "token")), _logprob(field(alt, "token"), field(alt, "logprob")))
             for alt in field(item, "top_logprobs") or ()
             if isinstance(field(alt, "logprob"), (int, float))
         )
-        tokens.append(TokenLogprob(token, float(logprob), top))
+        tokens.append(TokenLogprob(token, _logprob(token, logprob), top))
     return tuple(tokens) or None

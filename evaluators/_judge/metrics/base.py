@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from pydantic import BaseModel
 
 from spanjudge.errors import ConfigError, JudgeError, MetricError, MissingFieldError
-from spanjudge.evaluators._judge.metrics.schemas import MetricData
+from spanjudge.evaluators._judge.metrics.schemas import MetricData, bounded_text, checked_score
 from spanjudge.evaluators._judge.quoting import with_data_rule
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 
@@ -202,17 +202,20 @@ class BaseMetric(ABC):
             if missing:
                 raise MissingFieldError(self.display_name, missing)
             raw = await self._a_compute(test_case)
-            score = self._apply_strict(raw)
+            score = checked_score(self.display_name, self._apply_strict(raw))
             self.success = (
                 score >= self.threshold if self.higher_is_better else score <= self.threshold
             )
             self._log("Score", f"{score:.4g} (threshold {self.threshold}, success {self.success})")
             if self.include_reason:
-                self.reason = await self._a_reason(score)
+                self.reason = bounded_text(await self._a_reason(score))
             self.score = score
             return score
         except MissingFieldError as exc:
             self._fail(MISSING_FIELD, str(exc))
+            raise
+        except MetricError as exc:
+            self._fail(exc.error_type, str(exc))
             raise
         except Exception as exc:
             # a JudgeError carries the stable error_type the online loop writes as error.type
@@ -318,7 +321,7 @@ class BaseMetric(ABC):
         self.score = None
         self.success = False
         self.reason = None
-        self.error = message
+        self.error = bounded_text(message)
         self.error_type = error_type
         self._log("Error", f"{error_type}: {message}")
 
