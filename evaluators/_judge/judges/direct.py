@@ -34,8 +34,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-from urllib.request import getproxies, proxy_bypass
 
 import httpx
 import pydantic_core
@@ -48,9 +46,18 @@ from spanjudge.errors import (
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
+    JudgeResponseError,
     JudgeServerError,
     JudgeTimeoutError,
     SpanjudgeError,
+)
+from spanjudge.evaluators._judge.judges.guarded_http import (
+    MAX_ANSWER_BYTES,
+    AnswerTooLarge,
+    check_declared_size,
+    env_proxy,
+    guarded_client,
+    too_large,
 )
 
 log = logging.getLogger("spanjudge.judge")
@@ -75,6 +82,16 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 def _check(status: int, headers: Mapping[str, str], content: bytes) -> dict[str, Any]:
     """The answer's JSON object, or an :class:`HTTPFailure` saying what came back instead."""
+    if 300 <= status < 400:
+        # never followed: the request carries the key, extra headers and the case text, which
+        # must reach only the endpoint configured (a redirect may name any host)
+        location = headers.get("location", "")
+        raise HTTPFailure(
+            status,
+            f"HTTP {status}: the judge redirected to {location[:200]!r}; redirects are not "
+            "followed (the request carries credentials): set api_base to the judge's own URL",
+            None,
+        )
     if status >= 300:
         text: object = content.decode("utf-8", "replace")
         try:
@@ -91,16 +108,6 @@ def _check(status: int, headers: Mapping[str, str], content: bytes) -> dict[str,
     if not isinstance(body, dict):
         raise HTTPFailure(502, "the answer is not a JSON object", None)
     return body
-
-
-def env_proxy(url: str) -> str | None:
-    """The proxy that ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` name for ``url``, unless
-    ``NO_PROXY`` exempts its host."""
-    parts = urlsplit(url)
-    if parts.hostname and proxy_bypass(parts.hostname):
-        return None
-    proxies = getproxies()
-    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 class DirectTransport:
@@ -120,8 +127,10 @@ class DirectTransport:
         timeout: float,
         headers: dict[str, str] | None = None,
         max_connections: int = 64,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.max_answer_bytes = max_answer_bytes
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
@@ -140,12 +149,11 @@ class DirectTransport:
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(
-                    timeout=httpx.Timeout(self._timeout_s),
-                    limits=httpx.Limits(
-                        max_connections=self._max_connections,
-                        max_keepalive_connections=self._max_connections,
-                    ),
+                self._client = guarded_client(
+                    self.url,
+                    timeout=self._timeout_s,
+                    max_connections=self._max_connections,
+                    limit=self.max_answer_bytes,
                 )
             return self._client
 
@@ -207,15 +215,28 @@ class DirectTransport:
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         content = self._content(body)
+        # the guarded client follows no redirect and stops reading at the byte limit
         response = self._sync_client().post(self.url, content=content, headers=self._headers)
         return _check(response.status_code, response.headers, response.content)
 
     async def a_complete(self, body: dict[str, Any]) -> dict[str, Any]:
         content = self._content(body)
+        limit = self.max_answer_bytes
         session = await self._async_client()
-        async with session.post(self.url, data=content, headers=self._headers) as response:
-            answer = await response.read()
-            return _check(response.status, response.headers, answer)
+        async with session.post(
+            # aiohttp follows redirects by default, extra headers and body included
+            self.url,
+            data=content,
+            headers=self._headers,
+            allow_redirects=False,
+        ) as response:
+            check_declared_size(response.headers, limit)
+            answer = bytearray()
+            async for chunk in response.content.iter_chunked(65536):
+                answer += chunk
+                if len(answer) > limit:
+                    raise AnswerTooLarge(limit)
+            return _check(response.status, response.headers, bytes(answer))
 
     def close(self) -> None:
         """Close the sync client; async clients close with their event loops."""
@@ -234,7 +255,7 @@ BODY_OPTIONS = frozenset(
 OPENAI_BASE = "https://api.openai.com/v1"
 
 
-def _speaks_openai(model: str, load_litellm: Callable[[], Any]) -> bool:
+def speaks_openai(model: str, load_litellm: Callable[[], Any]) -> bool:
     if model.startswith("openai/"):
         return True
     if "/" in model:
@@ -257,9 +278,7 @@ def choose_direct(judge: Any, load_litellm: Callable[[], Any]) -> DirectTranspor
         raise ConfigError(
             f"transport='direct' cannot send {', '.join(unknown)}; use transport='litellm'"
         )
-    if judge.transport == "auto" and (
-        unknown or not _speaks_openai(judge.model_name, load_litellm)
-    ):
+    if judge.transport == "auto" and (unknown or not speaks_openai(judge.model_name, load_litellm)):
         return None
     kwargs = judge._kwargs
     return DirectTransport(
@@ -335,6 +354,8 @@ def price(model: str, body: dict[str, Any], load_litellm: Callable[[], Any]) -> 
 
 def direct_error(exc: BaseException, message: str) -> JudgeError | None:
     """The judge error for a failure of the direct path (None: not one of its failures)."""
+    if too_large(exc):
+        return JudgeResponseError(message)
     if isinstance(exc, HTTPFailure):
         status = exc.status_code
         if status == 429:

@@ -34,11 +34,14 @@ from spanjudge.evaluators._judge.judges.base import (
     call_options,
 )
 from spanjudge.evaluators._judge.judges.direct import (
+    OPENAI_BASE,
     choose_direct,
     direct_body,
     direct_error,
     price,
+    speaks_openai,
 )
+from spanjudge.evaluators._judge.judges.guarded_http import guarded_async_client, guarded_client
 from spanjudge.evaluators._judge.judges.openai_format import (
     answer_text,
     field,
@@ -165,6 +168,8 @@ class LiteLLMJudge(Judge):
             raise ConfigError(f"transport must be auto, litellm or direct, got {transport!r}")
         self.transport = transport
         self._direct: Any = None  # DirectTransport, or False once the litellm path is chosen
+        self._openai_provider: bool | None = None  # litellm path: an openai model (decided once)
+        self._sync_sdk: Any = None  # litellm path, openai models: the OpenAI SDK client
         self.structured_output = pick_form(structured_output)
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -290,6 +295,10 @@ class LiteLLMJudge(Judge):
             return JudgeConnectionError(message)
         if isinstance(status, int) and status >= 500:
             return JudgeServerError(message, retry_after=_retry_after(exc))
+        if isinstance(status, int) and 300 <= status < 400:
+            return JudgeError(
+                f"{message} (a redirect: not followed, the request carries credentials)"
+            )
         return JudgeError(message)
 
     def _answer(self, response: Any, cost: float | None) -> Completion:
@@ -332,6 +341,34 @@ class LiteLLMJudge(Judge):
             self._direct = choose_direct(self, _load_litellm) or False
         return self._direct or None
 
+    def _sdk_client(self, *, asynchronous: bool = False) -> dict[str, Any]:
+        """``{"client": ...}`` for an ``openai`` model on the litellm path: an OpenAI SDK client
+        on a guarded httpx client (:mod:`~spanjudge.evaluators._judge.judges.guarded_http`: no
+        redirect followed, answers capped), since litellm's own follows redirects with the
+        extra headers and the body. ``{}`` for other providers (litellm's clients). The sync
+        client is kept; an async one lives for one call (its connections belong to a loop)."""
+        if self._openai_provider is None:
+            self._openai_provider = speaks_openai(self.model_name, _load_litellm)
+        if not self._openai_provider:
+            return {}
+        if not asynchronous and self._sync_sdk is not None:
+            return {"client": self._sync_sdk}
+        import openai
+
+        url = self.endpoint() or OPENAI_BASE
+        options: dict[str, Any] = {
+            "api_key": self._kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY") or "",
+            "base_url": url,
+            "max_retries": 0,
+            "timeout": self.timeout,
+        }
+        limits = {"timeout": self.timeout, "max_connections": max(self.max_concurrency, 1) * 2}
+        if asynchronous:
+            http = guarded_async_client(url, **limits)
+            return {"client": openai.AsyncOpenAI(http_client=http, **options)}
+        self._sync_sdk = openai.OpenAI(http_client=guarded_client(url, **limits), **options)
+        return {"client": self._sync_sdk}
+
     def _failed(self, key: tuple[str, str], form: str, top: int, exc: Exception) -> None:
         """Returns when the call should go again without a refused field; raises otherwise."""
         if not self._renegotiate(key, form, top, exc):
@@ -354,7 +391,7 @@ class LiteLLMJudge(Judge):
                 if direct is not None:
                     raw = direct.complete(direct_body(request))
                 else:
-                    raw = _load_litellm().completion(**request)
+                    raw = _load_litellm().completion(**request, **self._sdk_client())
             except Exception as exc:
                 self._failed(key, form, top, exc)
                 continue
@@ -370,7 +407,12 @@ class LiteLLMJudge(Judge):
                 if direct is not None:
                     raw = await direct.a_complete(direct_body(request))
                 else:
-                    raw = await _load_litellm().acompletion(**request)
+                    client = self._sdk_client(asynchronous=True)
+                    try:
+                        raw = await _load_litellm().acompletion(**request, **client)
+                    finally:
+                        if client:
+                            await client["client"].close()
             except Exception as exc:
                 self._failed(key, form, top, exc)
                 continue

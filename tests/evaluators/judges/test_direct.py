@@ -20,7 +20,8 @@ from spanjudge.errors import (
     JudgeServerError,
     JudgeTimeoutError,
 )
-from spanjudge.evaluators._judge.judges.direct import HTTPFailure, _check, direct_body, env_proxy
+from spanjudge.evaluators._judge.judges.direct import HTTPFailure, _check, direct_body
+from spanjudge.evaluators._judge.judges.guarded_http import env_proxy
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.testing import Fault, ScriptedJudgeServer
 from tests.support.ports import closed_port
