@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from spanjudge._core import metric_names as names
 from spanjudge._core.span_record import SpanRecord
+from spanjudge._receive.limits import unstorable_span
 from spanjudge._store.base import SpanLog
 from spanjudge.errors import ConfigError
 from spanjudge.exporters._batch import BatchWorker
@@ -233,7 +234,11 @@ class StoreSpanExporter(StoreWriter[ReadableSpan, SpanRecord], SpanExporter):
     _what = "spans"
 
     def _convert(self, item: ReadableSpan) -> SpanRecord:
-        return span_to_record(item)
+        record = span_to_record(item)
+        problem = unstorable_span(record)  # dropped alone (invalid_span), not its batch
+        if problem is not None:
+            raise ValueError(problem)
+        return record
 
     def _write_rows(self, rows: list[SpanRecord], now: float) -> None:
         self.store.write_spans(rows, now=now)

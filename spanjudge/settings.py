@@ -43,7 +43,11 @@ from pydantic_settings import (
 )
 
 from spanjudge._core.kinds import OUTPUTS, Output, Sink
-from spanjudge._receive.limits import MAX_BODY_BYTES, MAX_DECOMPRESSED_BYTES
+from spanjudge._receive.limits import (
+    MAX_BODY_BYTES,
+    MAX_DECOMPRESSED_BYTES,
+    MAX_INFLIGHT_BYTES,
+)
 from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
@@ -142,6 +146,12 @@ class WorkerSettings(LoopSettings, BaseSettings):
         gt=0,
         description="Largest request body once decompressed.",
     )
+    max_inflight_bytes: int = Field(
+        default=MAX_INFLIGHT_BYTES,
+        gt=0,
+        description="Request bodies (as sent, and inflated) held at once by requests being "
+        "read, decoded or stored; past it the receiver answers 503 + Retry-After.",
+    )
     max_pending_spans: int = Field(
         default=50_000,
         gt=0,
@@ -157,15 +167,23 @@ class WorkerSettings(LoopSettings, BaseSettings):
     ingest_hold_max_spans: int = Field(
         default=100_000,
         gt=0,
-        description="Rules sampling by conversation: spans held in memory until their trace "
-        "names its conversation; past it the oldest are dropped (counted, WARNING).",
+        description="Rules sampling by conversation: spans held in the store (written before "
+        "the answer) until their trace names its conversation; past it the traces held "
+        "longest are dropped (counted, WARNING).",
+    )
+    ingest_hold_max_bytes: int = Field(
+        default=256 * 2**20,
+        gt=0,
+        description="The same bound in bytes (the held spans' text and attributes).",
     )
     ingest_hold_seconds: Number = Field(
         default=60.0,
         gt=0,
         le=86400,
-        description="Rules sampling by conversation: how long a trace's spans wait for the "
-        "span naming its conversation before they are dropped.",
+        description="Rules sampling by conversation: held spans that waited this long for the "
+        "span naming their conversation are counted as expired; they stay held (a root that "
+        "comes later still finds them) until the hold's bounds or retention_seconds remove "
+        "them.",
     )
     # the worker's numbers (spanjudge/worker/numbers.py) and the review CLI's defaults
     interval_window_seconds: Number = Field(

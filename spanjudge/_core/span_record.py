@@ -41,6 +41,9 @@ class SpanRecord:
     resource: dict[str, AttributeValue] = field(default_factory=dict)
     events: list[SpanEvent] = field(default_factory=list)
     scope_name: str | None = None
+    #: the W3C ``tracestate`` the span arrived with (its ``ot`` entry's ``rv`` is the trace's
+    #: sampling randomness); read at ingest, not stored
+    trace_state: str | None = None
 
     @property
     def service_name(self) -> str | None:

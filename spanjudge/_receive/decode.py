@@ -32,7 +32,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from spanjudge._core.otlp_wire import WireSpan, split_request
 from spanjudge._core.span_record import SpanEvent, SpanRecord
-from spanjudge._receive.limits import DecodeLimits, bound_for
+from spanjudge._receive.limits import DecodeLimits, bound_for, unstorable_span
 from spanjudge.errors import SpanjudgeError
 
 PROTOBUF = "application/x-protobuf"
@@ -176,7 +176,7 @@ def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> Spa
     span_id = hex_id(span.span_id, 8, "span id")
     assert trace_id is not None and span_id is not None
     start = time_ns(span.start_time_unix_nano, "start time")
-    return SpanRecord(
+    record = SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         name=span.name,
@@ -192,7 +192,12 @@ def _record(span: Span, resource: dict[str, Any], scope_name: str | None) -> Spa
             SpanEvent(e.name, e.time_unix_nano, attributes_of(e.attributes)) for e in span.events
         ],
         scope_name=scope_name,
+        trace_state=span.trace_state or None,
     )
+    problem = unstorable_span(record)
+    if problem is not None:  # refused alone, before the write (OTLP partial success)
+        raise OtlpDecodeError(problem)
+    return record
 
 
 def _parse_protobuf(body: bytes, request: _Request, limits: DecodeLimits | None) -> _Request:

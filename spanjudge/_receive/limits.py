@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,17 +39,22 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanjudge._core.otlp_wire import MessageTree, count_messages
+from spanjudge._core.span_record import SpanRecord
 
 __all__ = [
     "DEFAULT_LIMITS",
     "LOGS",
     "MAX_BODY_BYTES",
+    "MAX_CONVERSATION_ID_BYTES",
     "MAX_DECOMPRESSED_BYTES",
+    "MAX_INFLIGHT_BYTES",
     "TRACES",
     "Bound",
     "DecodeLimits",
+    "InFlight",
     "RequestShape",
     "bound_for",
+    "unstorable_span",
 ]
 
 # The receiver's size limits, spelt once: the worker settings ``max_body_bytes`` and
@@ -58,6 +64,14 @@ MAX_BODY_BYTES = 8 * 2**20
 """Largest request body accepted, on the wire."""
 MAX_DECOMPRESSED_BYTES = 64 * 2**20
 """Largest request body once inflated."""
+MAX_INFLIGHT_BYTES = 256 * 2**20
+"""Request bodies (as received, and inflated) held at once by requests being read, decoded or
+stored; a request that would pass it is answered 503 + Retry-After (the worker setting
+``max_inflight_bytes``)."""
+MAX_CONVERSATION_ID_BYTES = 1024
+"""The longest conversation id the store takes, in UTF-8 bytes. It is a key in indexes
+(PostgreSQL refuses an index entry over about 2,700 bytes): a span carrying a longer one is
+refused alone (OTLP partial success), before the write, so the rest of its request is stored."""
 
 _CHUNK = 2**20  # bytes counted at a time: a bounded copy, and an early stop
 
@@ -91,6 +105,42 @@ class DecodeLimits:
 
 
 DEFAULT_LIMITS = DecodeLimits()
+
+
+def unstorable_span(span: SpanRecord) -> str | None:
+    """Why the store could not keep ``span`` (a key over what its indexes take), or None."""
+    conversation = span.conversation_id
+    if conversation is not None:
+        size = len(conversation.encode("utf-8", "surrogatepass"))
+        if size > MAX_CONVERSATION_ID_BYTES:
+            return (
+                f"span {span.span_id}: conversation id of {size} bytes exceeds the store's limit"
+                f" of {MAX_CONVERSATION_ID_BYTES}"
+            )
+    return None
+
+
+class InFlight:
+    """Bytes held by requests in flight, bounded: :meth:`take` says whether ``size`` more fit
+    (the first request always fits, so one at the body limit is never refused alone)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        with self._lock:
+            if self.bytes and self.bytes + size > self.limit:
+                self.refused += 1
+                return False
+            self.bytes += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.bytes -= size
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ from spanjudge._receive.limits import (
     DEFAULT_LIMITS,
     MAX_BODY_BYTES,
     MAX_DECOMPRESSED_BYTES,
+    MAX_INFLIGHT_BYTES,
     DecodeLimits,
+    InFlight,
 )
 from spanjudge._receive.logs import decode_logs
 from spanjudge._receive.serving import BackgroundServer, serve_receiver
@@ -93,11 +95,11 @@ LogSink = Callable[[list[LogEvent]], None]
 
 
 class Screen(Protocol):
-    """Which spans of a request are worth decoding, asked per span with its raw trace id
-    before its attributes are read (the worker's ingest decision: a trace no rule can pick is
-    passed over, :mod:`spanjudge.worker.keep_policy`)."""
+    """Which spans of a request are worth decoding, asked per span with its raw trace id and
+    its W3C ``tracestate`` before its attributes are read (the worker's ingest decision: a
+    trace no rule can pick is passed over, :mod:`spanjudge.worker.keep_policy`)."""
 
-    def wanted(self, trace_id: bytes) -> bool: ...
+    def wanted(self, trace_id: bytes, trace_state: str = "") -> bool: ...
 
     def passed_over(self, count: int) -> None: ...
 
@@ -112,7 +114,7 @@ def _prune(request: ExportTraceServiceRequest, screen: Screen) -> int:
         for ss in rs.scope_spans:
             spans = ss.spans
             try:
-                flags = [bool(wanted(span.trace_id)) for span in spans]
+                flags = [bool(wanted(span.trace_id, span.trace_state)) for span in spans]
             except Exception:
                 continue
             unwanted = flags.count(False)
@@ -202,6 +204,7 @@ def create_receiver_app(
     bearer_token: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+    max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
     ready: Callable[[], bool] | None = None,
     backpressure: Callable[[], float | None] | None = None,
     telemetry: Telemetry | None = None,
@@ -219,6 +222,8 @@ def create_receiver_app(
     ``limits``: what one request may hold (objects, spans or log records), refused with 413
     before it is decoded. ``screen`` (not with ``keep_span_bytes``): spans of traces it does not
     want are not decoded nor given to the sink (counted as received all the same).
+    ``max_inflight_bytes``: the bodies (as sent, and inflated) all requests being read,
+    decoded or stored hold at once; a request that would pass it gets 503 + Retry-After.
 
     Example::
 
@@ -227,6 +232,7 @@ def create_receiver_app(
         app = create_receiver_app(sink=received.extend, log_sink=events.extend)
     """
     expected = bearer_token.encode() if bearer_token else None
+    inflight = InFlight(max_inflight_bytes)
     spans_signal = _TRACES_WITH_BYTES if keep_span_bytes else _TRACES
     if screen is not None and not keep_span_bytes:
         screening = screen
@@ -252,10 +258,11 @@ def create_receiver_app(
             )
 
     def decode_body(
-        signal: _Signal, body: bytes, media: str, content_encoding: str
+        signal: _Signal, body: bytes, media: str, content_encoding: str, held: list[int]
     ) -> tuple[Sequence[Any], list[str], int]:
         if content_encoding == "gzip":
             body = gunzip_limited(body, max_decompressed_bytes)
+            _hold(held, len(body))
         elif len(body) > max_decompressed_bytes:
             raise Rejected(413, f"body exceeds the limit of {max_decompressed_bytes} bytes")
         rejected: list[str] = []
@@ -270,6 +277,16 @@ def create_receiver_app(
             return decoded[0], rejected, decoded[1]
         return decoded, rejected, 0
 
+    def _hold(held: list[int], size: int) -> None:
+        """Count ``size`` more bytes in flight for this request, or refuse it (503)."""
+        if not inflight.take(size):
+            raise Rejected(
+                503,
+                "too many request bytes in flight; retry later",
+                {"Retry-After": retry_after_header(1.0)},
+            )
+        held.append(size)
+
     def answer(status: int, media: str, encoding: str, spans: int = 0) -> None:
         if telemetry is not None:
             telemetry.record_receiver_request(status, encoding, spans)
@@ -280,6 +297,7 @@ def create_receiver_app(
         media = media_type(request.headers.get("content-type"))
         encoding = {PROTOBUF: "protobuf", JSON: "json"}.get(media, "other")
         reply_media = media if media in (PROTOBUF, JSON) else JSON
+        held: list[int] = []  # bytes this request holds in flight
         try:
             check_auth(request)
             if encoding == "other":
@@ -293,11 +311,14 @@ def create_receiver_app(
                     raise Rejected(
                         503, "store is not keeping up", {"Retry-After": retry_after_header(wait)}
                     )
+            # bytes in flight: what the body may take (its Content-Length, else the body
+            # limit), before it is read; its inflated size too, before it is decoded
+            _hold(held, _declared_size(request, max_body_bytes))
             body = await read_limited(request, max_body_bytes)
             # Inflating and decoding megabytes is CPU work: off the event loop, so health
             # probes and other requests are answered meanwhile.
             records, rejected, passed = await run_in_threadpool(
-                decode_body, signal, body, media, content_encoding
+                decode_body, signal, body, media, content_encoding, held
             )
             if records:
                 try:
@@ -314,6 +335,9 @@ def create_receiver_app(
         except Rejected as reject:
             answer(reject.status, media, encoding)
             return rejection(reject, reply_media)
+        finally:
+            for size in held:
+                inflight.give(size)
         # the span counter counts spans only; log requests are counted by code and encoding
         if passed and screen is not None:
             # counted once the request is answered 200 (a refused one is sent again)
@@ -358,6 +382,15 @@ def create_receiver_app(
         routes.append(Route("/metrics", _AsgiEndpoint(metrics_app), methods=["GET"]))
         routes.append(Mount("/metrics", app=metrics_app))
     return Starlette(routes=routes)
+
+
+def _declared_size(request: Request, limit: int) -> int:
+    """The body's Content-Length when it is a number within ``limit``, else ``limit``."""
+    try:
+        size = int(request.headers.get("content-length", ""))
+    except ValueError:
+        return limit
+    return size if 0 <= size <= limit else limit
 
 
 class _AsgiEndpoint:

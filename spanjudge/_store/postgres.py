@@ -23,7 +23,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.urls import redact_url
-from spanjudge._store.models import OutboxEntry
 from spanjudge._store.partitions import Partitions, write_days
 from spanjudge._store.sql import Cursor, SpanStore
 from spanjudge._store.sql_base import wall
@@ -142,20 +141,10 @@ class PostgresStore(SpanStore):
         that makes one waits for the table lock it takes)."""
         self._partitions.ensure(write_days((), wall()))
 
-    def write_spans(
-        self,
-        spans: Sequence[SpanRecord],
-        *,
-        now: float | None = None,
-        outbox: Sequence[OutboxEntry] = (),
-    ) -> None:
-        if not spans:
-            return
-        arrived = wall() if now is None else now
+    def before_write(self, spans: Sequence[SpanRecord], arrived: float) -> None:
         # (a set lookup per write once its days exist; a day another process dropped since
         # takes its rows in the default partition)
         self._partitions.ensure(write_days((s.start_time_unix_nano for s in spans), arrived))
-        super().write_spans(spans, now=arrived, outbox=outbox)
 
     def delete_older_than(self, cutoff: float) -> int:
         # whole days, each in a short transaction of its own; then the rows of the tables

@@ -281,6 +281,16 @@ MIGRATIONS: list[list[str]] = [
     ],
     # spans and outbox partitioned by day on PostgreSQL (the statements and why: their module)
     PARTITION_BY_DAY,
+    [
+        # Spans held for their conversation (spanjudge/_store/holds.py): written before the
+        # receiver answers, moved into spans or dropped when their trace is decided. A plain
+        # table on both backends: rows come and go within minutes, and it is bounded.
+        "CREATE TABLE IF NOT EXISTS held_spans (\n"
+        + SPAN_COLUMNS
+        + "            size {bigint} NOT NULL,\n"
+        "            PRIMARY KEY (trace_id, span_id))",
+        "CREATE INDEX IF NOT EXISTS held_spans_arrived ON held_spans (arrived_at)",
+    ],
 ]
 
 

@@ -101,6 +101,24 @@ class SpanQueries(LateQueries):
         if not spans:
             return
         arrived = wall() if now is None else now
+        self.before_write(spans, arrived)
+        with self.transaction() as cur:
+            self.write_spans_in(cur, spans, arrived, outbox)
+
+    def before_write(self, spans: Sequence[SpanRecord], arrived: float) -> None:
+        """What a backend does before a transaction that writes ``spans`` (PostgreSQL: make
+        the day partitions they go to)."""
+
+    def write_spans_in(
+        self,
+        cur: Cursor,
+        spans: Sequence[SpanRecord],
+        arrived: float,
+        outbox: Sequence[OutboxEntry] = (),
+    ) -> None:
+        """:meth:`write_spans` inside the caller's write transaction."""
+        if not spans:
+            return
         # Sorted by key: concurrent writers take row locks in one order and cannot deadlock.
         spans = sorted(spans, key=lambda s: (s.trace_id, s.span_id))
         rows = [span_row(span, arrived) for span in spans]
@@ -115,38 +133,37 @@ class SpanQueries(LateQueries):
         conversation_rows = [(c, arrived, arrived) for c in sorted(conversations)]
         g = self.greatest
         prepared = outbox_rows(outbox, arrived=arrived)
-        with self.transaction() as cur:
-            # (SQLite: the rowid before the insert, to tell this write's rows; PostgreSQL: None)
-            mark = self.outbox_mark(cur)
+        # (SQLite: the rowid before the insert, to tell this write's rows; PostgreSQL: None)
+        mark = self.outbox_mark(cur)
+        self.insert_rows(
+            cur,
+            f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
+            SPAN_TYPES,
+            rows,
+            f" ON CONFLICT ({self.span_key}) DO NOTHING",
+        )
+        all_new = cur.rowcount == len(rows)  # (rows inserted, whichever way the dialect)
+        self.insert_rows(
+            cur,
+            "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
+            ("text", "real", "real", "int"),
+            trace_rows,
+            " ON CONFLICT (trace_id) DO UPDATE SET"
+            f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
+            f" root_ended = {g}(traces.root_ended, excluded.root_ended)",
+        )
+        if conversation_rows:
             self.insert_rows(
                 cur,
-                f"INSERT INTO spans ({SPAN_COLUMNS}, service_name, conversation_id, arrived_at)",
-                SPAN_TYPES,
-                rows,
-                f" ON CONFLICT ({self.span_key}) DO NOTHING",
+                "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)",
+                ("text", "real", "real"),
+                conversation_rows,
+                " ON CONFLICT (conversation_id) DO UPDATE SET"
+                f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
             )
-            all_new = cur.rowcount == len(rows)  # (rows inserted, whichever way the dialect)
-            self.insert_rows(
-                cur,
-                "INSERT INTO traces (trace_id, first_arrival, last_arrival, root_ended)",
-                ("text", "real", "real", "int"),
-                trace_rows,
-                " ON CONFLICT (trace_id) DO UPDATE SET"
-                f" last_arrival = {g}(traces.last_arrival, excluded.last_arrival),"
-                f" root_ended = {g}(traces.root_ended, excluded.root_ended)",
-            )
-            if conversation_rows:
-                self.insert_rows(
-                    cur,
-                    "INSERT INTO conversations (conversation_id, first_arrival, last_arrival)",
-                    ("text", "real", "real"),
-                    conversation_rows,
-                    " ON CONFLICT (conversation_id) DO UPDATE SET"
-                    f" last_arrival = {g}(conversations.last_arrival, excluded.last_arrival)",
-                )
-            self.reopen_planned(cur, spans, rows, arrived, mark, all_new=all_new)
-            if outbox:
-                self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
+        self.reopen_planned(cur, spans, rows, arrived, mark, all_new=all_new)
+        if outbox:
+            self.write_outbox(cur, outbox, prepared, mark, all_new=all_new)
 
     def settled_traces(self, *, settle_seconds: float, now: float, limit: int = 500) -> list[str]:
         """Traces not planned yet whose root span has ended and whose last span arrived at or

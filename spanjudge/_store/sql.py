@@ -1,9 +1,10 @@
 """The one SQL store both backends share; only connections and a few dialect words differ.
 
 :class:`SpanStore` composes the query groups, each a mixin over :class:`~.core.SqlCore` in its
-own module: ``spans`` (the span log), ``logs`` (content log events), ``jobs``, ``results``,
-``outbox``, ``feedback``, ``judge_cache``, ``stats`` and ``summaries``. The
-schema and its migrations live in ``schema``; row <-> record conversion in ``rows``. A backend
+own module: ``spans`` (the span log), ``holds`` (spans held for their conversation), ``logs``
+(content log events), ``jobs``, ``results``, ``outbox``, ``feedback``, ``judge_cache``,
+``stats`` and ``summaries``. The schema and its migrations live in ``schema``; row <-> record
+conversion in ``columns``. A backend
 subclass supplies ``transaction()``, ``close()`` and its dialect words.
 
 Example::
@@ -19,6 +20,7 @@ from abc import abstractmethod
 from typing import TypeVar
 
 from spanjudge._store.feedback import FeedbackQueries
+from spanjudge._store.holds import HoldQueries
 from spanjudge._store.jobs import JobQueries
 from spanjudge._store.judge_cache import JudgeCacheQueries
 from spanjudge._store.logs import LogQueries
@@ -30,7 +32,6 @@ from spanjudge._store.schema import (
     apply_migrations,
     current_version,
 )
-from spanjudge._store.spans import SpanQueries
 from spanjudge._store.sql_base import Cursor, SqlCore
 from spanjudge._store.stats import StatsQueries
 from spanjudge._store.summaries import SummaryQueries
@@ -42,7 +43,7 @@ _Store = TypeVar("_Store", bound="SpanStore")
 
 
 class SpanStore(
-    SpanQueries,
+    HoldQueries,
     LogQueries,
     JobQueries,
     ResultQueries,

@@ -142,6 +142,7 @@ class Worker:
             self.keep = IngestKeep(
                 plan,
                 max_held_spans=settings.ingest_hold_max_spans,
+                max_held_bytes=settings.ingest_hold_max_bytes,
                 hold_seconds=settings.ingest_hold_seconds,
                 telemetry=self.telemetry,
                 clock=clock,
@@ -167,6 +168,7 @@ class Worker:
             bearer_token=settings.bearer_token,
             max_body_bytes=settings.max_body_bytes,
             max_decompressed_bytes=settings.max_decompressed_bytes,
+            max_inflight_bytes=settings.max_inflight_bytes,
             ready=self.is_ready,
             backpressure=self.gate.backpressure,
             telemetry=self.telemetry,

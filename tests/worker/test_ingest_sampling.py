@@ -111,10 +111,13 @@ def run(
     *,
     store_everything: bool = False,
     monkeypatch: pytest.MonkeyPatch | None = None,
+    restart_after: int | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Post ``bodies`` to an in-process worker, let every trace and conversation settle,
-    evaluate; what it stored and decided, read back from its SQLite file."""
+    evaluate; what it stored and decided, read back from its SQLite file. ``restart_after``:
+    after that many bodies the worker is dropped unstopped (as SIGKILL leaves it) and a new
+    one on the same store takes the rest."""
     config = {
         "store_url": f"sqlite:///{db}",
         "downstream_endpoint": sink.endpoint,
@@ -136,6 +139,18 @@ def run(
     else:
         worker = Worker(load_settings(None, **config), clock=clock)
         assert worker.keep is not None
+    if restart_after is not None:
+        with TestClient(worker.app) as client:
+            for body in bodies[:restart_after]:
+                answer = client.post(
+                    "/v1/traces",
+                    content=body.SerializeToString(),
+                    headers={"Content-Type": PROTOBUF},
+                )
+                assert answer.status_code == 200, answer.text
+                clock.advance(0.01)
+        bodies = bodies[restart_after:]
+        worker = Worker(load_settings(None, **config), clock=clock)  # memory: gone
     try:
         with TestClient(worker.app) as client:
             for body in bodies:
@@ -266,6 +281,35 @@ def test_conversation_rules_keep_whole_conversations_named_last(
     assert little["results"] and little["results"] == everything["results"]
     # a stored trace is whole: the turns held before its root named the conversation too
     assert {t: everything["per_trace"][t] for t in little["per_trace"]} == little["per_trace"]
+
+
+def test_a_restart_between_held_turns_and_their_roots_loses_nothing(
+    tmp_path: Path,
+    demo_request: Any,
+    offline_judge: ScriptedJudgeServer,
+    sink: OtlpSink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every copy's turns answered 200 and held; the worker dies; the roots reach a new one
+    parts = [naming_last(copy) for copy in copies(demo_request, 8)]
+    traffic = [first for first, _ in parts] + [second for _, second in parts]
+    rules = conversation_rules(0.5)
+    restarted = run(
+        offline_judge, sink, tmp_path / "restart.db", rules, traffic, restart_after=len(parts)
+    )
+    everything = run(
+        offline_judge,
+        sink,
+        tmp_path / "all.db",
+        rules,
+        traffic,
+        store_everything=True,
+        monkeypatch=monkeypatch,
+    )
+    assert restarted["counts"]["released"] > 0
+    assert restarted["jobs"] and restarted["jobs"] == everything["jobs"]
+    assert restarted["results"] == everything["results"]
+    assert {t: everything["per_trace"][t] for t in restarted["per_trace"]} == restarted["per_trace"]
 
 
 def test_a_full_hold_buffer_is_counted_in_metrics(

@@ -32,7 +32,7 @@ class Screen:
         self.asked = 0
         self.passed = 0
 
-    def wanted(self, trace_id: bytes) -> bool:
+    def wanted(self, trace_id: bytes, trace_state: str = "") -> bool:
         self.asked += 1
         if self.fail:
             raise RuntimeError("screen broke")
@@ -95,7 +95,7 @@ def test_malformed_ids_still_rejected_by_the_decoder_when_screened() -> None:
     ss.spans.add(trace_id=b"\1" * 3, span_id=b"\1" * 8, name="short id")
 
     class WantsOdd(Screen):
-        def wanted(self, trace_id: bytes) -> bool:  # as the worker's: odd ids are decoded
+        def wanted(self, trace_id: bytes, trace_state: str = "") -> bool:  # odd ids decoded
             return len(trace_id) != 16 or not any(trace_id) or trace_id in self.wanted_ids
 
     sink = ListSink()

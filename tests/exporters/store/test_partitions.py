@@ -247,7 +247,7 @@ def test_a_version_11_store_with_data_is_partitioned_in_place(
         old.close()
     new = open_store(schema)
     try:
-        assert new.schema_version() == sql_module.SCHEMA_VERSION == 12
+        assert new.schema_version() == sql_module.SCHEMA_VERSION >= 12
         # days older than a month get no partition: their rows wait in the default one
         assert not {"spans_p19700101", "spans_p20231114"} & set(partitions(new, "spans"))
         assert count(new, "spans_default") == 3 and count(new, "outbox_default") == 3
