@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators._judge.metrics.base import MISSING_FIELD, BaseMetric, run_sync
+from spanjudge.evaluators._judge.metrics.base import BaseMetric
+from spanjudge.evaluators._judge.metrics.outcome import MISSING_FIELD, run_sync
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 

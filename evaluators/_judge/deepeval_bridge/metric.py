@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spanjudge.errors import ConfigError, ConfigTypeError, MetricError
+from spanjudge.errors import ConfigError, ConfigTypeError
 from spanjudge.evaluators._judge.deepeval_bridge.cases import to_deepeval_case
 from spanjudge.evaluators._judge.deepeval_bridge.model import Spend, measuring
 from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import (
@@ -26,16 +26,12 @@ from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import (
     prepare,
     requires_trace,
 )
-from spanjudge.evaluators._judge.metrics.base import (
-    EVALUATION_ERROR,
-    MISSING_FIELD,
-    _judge_error_type,
-)
 from spanjudge.evaluators._judge.metrics.identity import (
     EXECUTION_ONLY,
     class_digest,
     identity_value,
 )
+from spanjudge.evaluators._judge.metrics.outcome import Outcome
 from spanjudge.evaluators._judge.metrics.schemas import MetricData, bounded_text, checked_score
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 
@@ -117,7 +113,7 @@ def fresh_copy(metric: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- the adapter
-class DeepEvalMetric:
+class DeepEvalMetric(Outcome):
     """A deepeval metric in the shape of spanjudge's metrics (``name``, ``conversational``,
     ``clone()``, ``a_measure()``, ``to_data()``, ``cache_identity()``).
 
@@ -131,14 +127,6 @@ class DeepEvalMetric:
         await metric.a_measure(case)
         metric.to_data().score   # deepeval's own score (for Bias: share of UNbiased opinions)
     """
-
-    # results of the last run (deepeval's and our metrics' attribute names)
-    score: float | None
-    success: bool | None
-    reason: str | None
-    error: str | None
-    error_type: str | None
-    duration_seconds: float | None
 
     def __init__(self, metric: Any, *, name: str | None = None) -> None:
         kind = deepeval_kind(metric)
@@ -156,6 +144,7 @@ class DeepEvalMetric:
         self.metric = metric
         self.conversational = kind == "conversational"
         self.name = name or default_name(metric)
+        self.display_name = self.name  # what its errors name it by
         self.threshold = float(threshold)
         self.strict_mode = bool(getattr(metric, "strict_mode", False))
         self.required_fields = _required(metric, self.conversational)
@@ -238,16 +227,11 @@ class DeepEvalMetric:
         with measuring() as spend:
             try:
                 return await self._run(test_case)
-            except MetricError as exc:  # its score was no number in [0, 1]
-                self._failed(exc.error_type, str(exc))
-                raise
             except Exception as exc:
-                missing = type(exc).__name__ == "MissingTestCaseParamsError"
-                self._failed(
-                    MISSING_FIELD if missing else _judge_error_type(exc) or EVALUATION_ERROR,
-                    f"{type(exc).__name__}: {exc}",
-                )
-                raise MetricError(self.name, str(self.error_type), str(self.error)) from exc
+                failure = self._failure(exc)
+                if failure is exc:  # a MetricError: its score was no number in [0, 1]
+                    raise
+                raise failure from exc
             finally:
                 self._spend = spend
                 self.duration_seconds = time.perf_counter() - started
@@ -274,12 +258,6 @@ class DeepEvalMetric:
         self.reason = bounded_text(str(reason)) if reason is not None else None
         return value
 
-    def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
-        """Sync :meth:`a_measure` (safe inside a running event loop)."""
-        from spanjudge.evaluators._judge.metrics.base import run_sync
-
-        return run_sync(self.a_measure(test_case))
-
     @property
     def verbose_logs(self) -> str | None:
         """deepeval's verbose logs of the last run."""
@@ -300,35 +278,17 @@ class DeepEvalMetric:
             tokens_out = int(getattr(metric, "output_tokens", 0) or 0)
         verdicts = getattr(metric, "verdicts", None)
         found = [_verdict_dict(v) for v in verdicts] if isinstance(verdicts, list) else []
-        return MetricData(
-            name=self.name,
-            score=self.score,
-            threshold=self.threshold,
-            success=self.success,
-            reason=self.reason,
-            error=self.error,
-            error_type=self.error_type,
-            strict_mode=self.strict_mode,
+        return self._outcome_data(
             judge_model=str(getattr(metric, "evaluation_model", None) or self.evaluation_model),
             evaluation_cost=float(cost) if cost is not None else None,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             judge_calls=calls,
             verdicts=[v for v in found if v is not None],
-            duration_seconds=self.duration_seconds,
         )
 
-    def _failed(self, error_type: str, message: str) -> None:
-        self.score, self.success, self.reason = None, False, None
-        self.error_type, self.error = error_type, bounded_text(message)
-
     def _reset(self) -> None:
-        self.score = None
-        self.success = None
-        self.reason = None
-        self.error = None
-        self.error_type = None
-        self.duration_seconds = None
+        self._clear_outcome()
         self._spend = Spend()
 
 

@@ -13,16 +13,15 @@ the raw score) and :meth:`BaseMetric._a_reason`. Everything else lives here once
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
-from spanjudge.errors import ConfigError, JudgeError, MetricError, MissingFieldError
+from spanjudge.errors import ConfigError, MissingFieldError
+from spanjudge.evaluators._judge.metrics.outcome import Outcome
 from spanjudge.evaluators._judge.metrics.schemas import MetricData, bounded_text, checked_score
 from spanjudge.evaluators._judge.quoting import with_data_rule
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
@@ -34,43 +33,8 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Self_ = TypeVar("Self_", bound="BaseMetric")
 
-MISSING_FIELD: str = MissingFieldError.error_type
-"""``error_type`` of a case that lacks a field the metric needs (never scored)."""
 
-EVALUATION_ERROR: str = "evaluation_error"
-"""``error_type`` of an unexpected failure that is not a judge error."""
-
-
-def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, even inside a running event loop.
-
-    With no loop running this is ``asyncio.run``. Inside one (a FastAPI handler, Jupyter) the
-    coroutine runs on a worker thread with its own loop, so callers never see "event loop is
-    already running"; the calling thread blocks until it is done, as a sync call should.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _run(awaitable)
-    ctx = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spanjudge-measure") as pool:
-        return pool.submit(ctx.run, _run, awaitable).result()
-
-
-def _run(awaitable: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run``, the result handed back outside the main task. On the main thread,
-    CPython 3.11's ``asyncio.run`` formats the repr of its SIGINT handler, which names the main
-    task and so its result, in full: half a second for the result of a large ``evaluate()``."""
-    box: list[T] = []
-
-    async def main() -> None:
-        box.append(await awaitable)
-
-    asyncio.run(main())
-    return box[0]
-
-
-class BaseMetric(ABC):
+class BaseMetric(Outcome, ABC):
     """Shared shape of every metric (deepeval-compatible attribute names).
 
     Subclasses set the class attributes and implement :meth:`_a_compute`, :meth:`_a_reason`
@@ -86,17 +50,11 @@ class BaseMetric(ABC):
     required_fields: ClassVar[tuple[str, ...]] = ()
     higher_is_better: ClassVar[bool] = True
 
-    # results of the last run (deepeval's attribute names)
-    score: float | None
-    reason: str | None
-    success: bool | None
-    error: str | None
-    error_type: str | None
+    # results of the last run besides the Outcome's (deepeval's attribute names)
     evaluation_cost: float | None
     input_tokens: int
     output_tokens: int
     judge_calls: int
-    duration_seconds: float | None
 
     def __init__(
         self,
@@ -185,14 +143,6 @@ class BaseMetric(ABC):
         return missing
 
     # ------------------------------------------------------------------ running
-    def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
-        """Score ``test_case`` and return the score; raises :class:`MetricError` on failure.
-
-        Safe to call from inside a running event loop. Extra deepeval keywords
-        (``_show_indicator`` ...) are accepted and ignored.
-        """
-        return run_sync(self.a_measure(test_case))
-
     async def a_measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
         """Async :meth:`measure`: sets score, reason, success, verdicts, usage and logs."""
         self._reset()
@@ -211,44 +161,27 @@ class BaseMetric(ABC):
                 self.reason = bounded_text(await self._a_reason(score))
             self.score = score
             return score
-        except MissingFieldError as exc:
-            self._fail(MISSING_FIELD, str(exc))
-            raise
-        except MetricError as exc:
-            self._fail(exc.error_type, str(exc))
-            raise
         except Exception as exc:
             # a JudgeError carries the stable error_type the online loop writes as error.type
-            error_type = _judge_error_type(exc) or EVALUATION_ERROR
-            self._fail(error_type, f"{type(exc).__name__}: {exc}")
-            raise MetricError(self.display_name, error_type, str(self.error)) from exc
+            failure = self._failure(exc)
+            self._log("Error", f"{self.error_type}: {self.error}")
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             self.duration_seconds = time.perf_counter() - started
             if self.verbose_mode:
                 print(self.verbose_logs)
 
-    def is_successful(self) -> bool:
-        """Whether the last measurement passed (False after an error or before any run)."""
-        return bool(self.success) and self.error is None
-
     def to_data(self) -> MetricData:
         """The last result as a :class:`MetricData`."""
-        return MetricData(
-            name=self.name,
-            score=self.score,
-            threshold=self.threshold,
-            success=self.success,
-            reason=self.reason,
-            error=self.error,
-            error_type=self.error_type,
-            strict_mode=self.strict_mode,
+        return self._outcome_data(
             judge_model=self.evaluation_model,
             evaluation_cost=self.evaluation_cost,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             judge_calls=self.judge_calls,
             verdicts=self._verdict_dicts(),
-            duration_seconds=self.duration_seconds,
         )
 
     # ------------------------------------------------------------------ for subclasses
@@ -264,7 +197,7 @@ class BaseMetric(ABC):
     def _verdict_dicts(self) -> list[dict[str, Any]]:
         """The verdicts of the last run as plain dicts."""
 
-    def _reset_intermediate(self) -> None:  # noqa: B027 - optional hook
+    def _reset_intermediate(self) -> None:
         """Clear subclass lists before a run."""
 
     async def _ask(self, step: str, prompt: str, schema: type[M]) -> M:
@@ -317,33 +250,14 @@ class BaseMetric(ABC):
             return 0.0 if score < self.threshold else score
         return 1.0 if score > self.threshold else score
 
-    def _fail(self, error_type: str, message: str) -> None:
-        self.score = None
-        self.success = False
-        self.reason = None
-        self.error = bounded_text(message)
-        self.error_type = error_type
-        self._log("Error", f"{error_type}: {message}")
-
     def _reset(self) -> None:
-        self.score = None
-        self.reason = None
-        self.success = None
-        self.error = None
-        self.error_type = None
+        self._clear_outcome()
         self.evaluation_cost = None
         self.input_tokens = 0
         self.output_tokens = 0
         self.judge_calls = 0
-        self.duration_seconds = None
         self._log_steps: list[str] = []
         self._reset_intermediate()
-
-
-def _judge_error_type(exc: BaseException) -> str | None:
-    if isinstance(exc, JudgeError):
-        return str(getattr(exc, "error_type", None) or "judge_error")
-    return None
 
 
 def _has_content(items: list[Any]) -> bool:

@@ -25,8 +25,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from spanjudge.errors import ConfigError, MetricError, MissingFieldError
-from spanjudge.evaluators._judge.metrics.base import EVALUATION_ERROR, MISSING_FIELD, run_sync
+from spanjudge.errors import ConfigError, MissingFieldError
+from spanjudge.evaluators._judge.metrics.outcome import Outcome
 from spanjudge.evaluators._judge.metrics.schemas import MetricData
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
@@ -35,7 +35,7 @@ __all__ = ["RepeatedCallCheck", "StepLimitCheck", "ToolErrorCheck", "TrajectoryC
 _SHOWN_STEPS = 10  # steps named in a reason; the verdicts list every one
 
 
-class TrajectoryCheck:
+class TrajectoryCheck(Outcome):
     """Shared shape of the deterministic checks: subclasses implement :meth:`_check`,
     returning ``(passed, reason, verdicts)``. No judge: ``evaluation_model`` is ``None`` and
     there is no judge-cache identity (the answer is cheaper than the lookup). Each check takes
@@ -48,14 +48,8 @@ class TrajectoryCheck:
     required_fields: ClassVar[tuple[str, ...]] = ("trajectory",)
     higher_is_better: ClassVar[bool] = True
 
-    # results of the last run (deepeval's attribute names, as on BaseMetric)
-    score: float | None
-    reason: str | None
-    success: bool | None
-    error: str | None
-    error_type: str | None
+    # results of the last run besides the Outcome's (deepeval's attribute names)
     verdicts: list[dict[str, Any]]
-    duration_seconds: float | None
     evaluation_cost: float | None
     input_tokens: int
     output_tokens: int
@@ -88,59 +82,35 @@ class TrajectoryCheck:
             return ["trajectory"]
         return []
 
-    def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
-        """Check ``test_case.trajectory`` and return the score (1.0 passed, 0.0 failed)."""
-        return run_sync(self.a_measure(test_case))
-
     async def a_measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
+        """Check ``test_case.trajectory`` and return the score (1.0 passed, 0.0 failed)."""
         self._reset()
         started = time.perf_counter()
         try:
             missing = self.missing_fields(test_case)
             if missing:
-                error = MissingFieldError(self.display_name, missing)
-                self.error, self.error_type, self.success = str(error), MISSING_FIELD, False
-                raise error
+                raise MissingFieldError(self.display_name, missing)
             passed, reason, verdicts = self._check(test_case.trajectory)
             score = 1.0 if passed else 0.0
             self.score, self.success, self.reason, self.verdicts = score, passed, reason, verdicts
             return score
-        except MissingFieldError:
-            raise
         except Exception as exc:  # a trajectory built by hand with odd values: an error, not 0
-            self.score, self.success = None, False
-            self.error, self.error_type = f"{type(exc).__name__}: {exc}", EVALUATION_ERROR
-            raise MetricError(self.display_name, EVALUATION_ERROR, self.error) from exc
+            failure = self._failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             self.duration_seconds = time.perf_counter() - started
 
-    def is_successful(self) -> bool:
-        return bool(self.success) and self.error is None
-
     def to_data(self) -> MetricData:
-        return MetricData(
-            name=self.name,
-            score=self.score,
-            threshold=self.threshold,
-            success=self.success,
-            reason=self.reason,
-            error=self.error,
-            error_type=self.error_type,
-            verdicts=self.verdicts,
-            duration_seconds=self.duration_seconds,
-        )
+        return self._outcome_data(verdicts=self.verdicts)
 
     def _check(self, trajectory: Any) -> tuple[bool, str, list[dict[str, Any]]]:
         raise NotImplementedError
 
     def _reset(self) -> None:
-        self.score = None
-        self.reason = None
-        self.success = None
-        self.error = None
-        self.error_type = None
+        self._clear_outcome()
         self.verdicts = []
-        self.duration_seconds = None
         self.evaluation_cost = None
         self.input_tokens = self.output_tokens = self.judge_calls = 0
 

@@ -10,9 +10,10 @@ import pytest
 
 from spanjudge.evaluators._judge.evaluate import EvaluationResult, a_evaluate, evaluate
 from spanjudge.evaluators._judge.judges.base import Judge
-from spanjudge.evaluators._judge.metrics.base import BaseMetric, run_sync
+from spanjudge.evaluators._judge.metrics.base import BaseMetric
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.outcome import run_sync
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase, Turn
 from tests.evaluators.metrics.conftest import schema_names
