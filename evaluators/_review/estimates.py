@@ -7,17 +7,23 @@ sampled with (``EvaluationRecord.sample_rate``; unknown = 1). The methods (docs/
 * **Pass rate**: the Hajek (ratio) estimator ``p = sum(w*y) / sum(w)`` (y = 1 pass, 0 fail).
   Its variance is the Taylor-linearised ``sum(w^2 (y - p)^2) / sum(w)^2`` (Sarndal, Swensson &
   Wretman 1992, 5.7); the interval is Wilson's score interval (Wilson 1927) with ``n`` replaced by
-  the effective sample size ``n_eff = p (1 - p) / variance`` (Korn & Graubard 1998), capped at
-  the number of verdicts, Kish's ``(sum w)^2 / sum(w^2)`` when p is 0 or 1. With equal weights
-  it is exactly the textbook Wilson interval.
-* **Mean score**: the Hajek mean with the same linearised variance times ``n / (n - 1)`` and a
-  Student t interval on ``n_kish - 1`` degrees of freedom; with equal weights exactly the
-  textbook t interval. Clipped to [0, 1], where scores live.
+  the effective sample size ``n_eff = p (1 - p) / variance`` (Korn & Graubard 1998), **capped at
+  Kish's** ``n_kish = (sum w)^2 / sum(w^2)`` (Kish 1965), the information the weights allow:
+  with a risk-boosted subset at rate 1 beside verdicts at a low rate, the linearised variance of
+  a small sample can be small by chance, and ``n_eff`` with it, far above what a few heavy
+  verdicts tell. With equal weights it is exactly the textbook Wilson interval.
+* **Mean score**: scores live in [0, 1], so their variance is at most ``m (1 - m)`` (Bhatia &
+  Davis 2000): the interval is Wilson's score interval at the Hajek mean ``m`` with the same
+  capped effective size, ``min(m (1 - m) / variance, n_kish)``. On pass/fail scores it is the
+  pass-rate interval; on other scores it is wider than a t interval (it assumes the largest
+  variance the mean allows), and a run of equal scores is never a zero-width interval: ten
+  scores of 1.0 give ``[10 / (10 + z^2), 1]``, as ten passes do.
 
 Assumptions: results are independent draws of their segment's targets; the sampling
 probability of each is recorded and above zero (Poisson sampling); the large-sample normal
-approximation behind both intervals (Wilson's holds well from a handful of verdicts, the t
-interval's needs a few tens for skewed scores).
+approximation behind Wilson's interval, which holds from a handful of verdicts when the
+weights are equal, and from about 30 verdicts under the risk-boosted weights our sampler makes
+(benchmarks/sampling.py, docs/numbers.md).
 
 Example::
 
@@ -28,9 +34,8 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from statistics import NormalDist
 
 from spanjudge._store.summaries import ALL, SegmentSums
@@ -41,16 +46,20 @@ __all__ = [
     "OTHER",
     "Estimate",
     "SegmentSummary",
+    "effective_size",
+    "fold_name",
     "fold_segments",
+    "gamma_quantile",
     "mean_interval",
     "pass_rate",
-    "student_t_quantile",
+    "score_interval",
     "summarize",
+    "under_covered",
     "wilson_interval",
 ]
 
 OTHER = "other"
-"""The segment the ones beyond a cap are folded into."""
+"""The name of the row the segments beyond a cap are folded into (:func:`fold_name`)."""
 
 
 def _z(confidence: float) -> float:
@@ -74,96 +83,107 @@ def wilson_interval(p: float, n: float, confidence: float = 0.95) -> tuple[float
     return (0.0 if p <= 0 else max(0.0, centre - half), 1.0 if p >= 1 else min(1.0, centre + half))
 
 
-# --- Student t quantile: the regularised incomplete beta by its continued fraction (Lentz)
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
+# --- Wilson's interval, modified near the bounds (Brown, Cai & DasGupta 2001, 4.1.1)
+def _gamma_lower(a: float, y: float) -> float:
+    """The regularised lower incomplete gamma function ``P(a, y)``, by its power series."""
+    if y <= 0:
+        return 0.0
+    term = total = 1.0 / a
+    k = a
+    for _ in range(10_000):
+        k += 1
+        term *= y / k
+        total += term
+        if term < total * 1e-17:
             break
-    return h
+    return min(1.0, total * math.exp(-y + a * math.log(y) - math.lgamma(a)))
 
 
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _beta_fraction(a, b, x) / a
-    return 1 - math.exp(log_front) * _beta_fraction(b, a, 1 - x) / b
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    return 0.5 * _incomplete_beta(df / 2, 0.5, df / (df + t * t))
-
-
-@lru_cache(maxsize=4096)
-def student_t_quantile(probability: float, df: float) -> float:
-    """The ``probability`` quantile (above 0.5) of Student's t with ``df`` degrees of freedom
-    (``df`` need not be whole), by bisection on the exact upper tail.
+def gamma_quantile(a: float, probability: float) -> float:
+    """The ``probability`` quantile of the Gamma(``a``, 1) distribution (``a`` > 0), by
+    bisection on :func:`_gamma_lower`; ``chi2.ppf(q, 2a) / 2``.
 
     Example::
 
-        student_t_quantile(0.975, 9)   # 2.2621571...
+        gamma_quantile(1.0, 0.025)   # 0.0253178... (an exponential's 2.5% quantile)
     """
-    if not 0.5 <= probability < 1 or df <= 0:
-        raise ConfigError(f"need 0.5 <= probability < 1 and df > 0, got {probability}, {df}")
-    tail = 1 - probability
-    low, high = 0.0, 1.0
-    while _t_upper_tail(high, df) > tail:
-        high *= 2
+    if not a > 0 or not 0 < probability < 1:
+        raise ConfigError(f"need a > 0 and 0 < probability < 1, got {a}, {probability}")
+    low, high = 0.0, a + 10 * math.sqrt(a) + 10
     for _ in range(200):
         mid = (low + high) / 2
-        if _t_upper_tail(mid, df) > tail:
+        if _gamma_lower(a, mid) < probability:
             low = mid
         else:
             high = mid
-        if high - low < 1e-12 * max(1.0, high):
+        if high - low < 1e-15 * max(1.0, high):
             break
     return (low + high) / 2
 
 
+def score_interval(p: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's interval for a share ``p`` of ``n`` (``n`` may be an effective size), with
+    Brown, Cai & DasGupta's modification near the bounds: when ``x = p n`` (or ``n - x``) is
+    positive and at most ``x*`` (2 for ``n`` <= 50, else 3), that bound is also taken no
+    tighter than the Poisson one, ``Gamma(x, 1)``'s ``(1 - confidence) / 2`` quantile over ``n``.
+    Wilson's own coverage dips to about 0.92 there (p = 0.99, n = 100); the modified interval
+    keeps it at the level (their figure 5).
+
+    Example::
+
+        score_interval(0.97, 100)   # (0.9154..., 0.9938...): Wilson's upper bound is 0.9897
+    """
+    low, high = wilson_interval(p, n, confidence)
+    if n <= 0:
+        return low, high
+    tail = (1 - confidence) / 2
+    near = 2.0 if n <= 50 else 3.0
+    x = p * n
+    if 0 < x <= near:
+        low = min(low, gamma_quantile(x, tail) / n)
+    if 0 < n - x <= near:
+        high = max(high, 1 - gamma_quantile(n - x, tail) / n)
+    return max(0.0, low), min(1.0, high)
+
+
 # --- the estimators
+def effective_size(value: float, variance: float, kish: float, count: int) -> float:
+    """The size a [0, 1] estimate's interval is as wide as: ``value (1 - value) / variance``
+    (Korn & Graubard 1998), at most Kish's ``kish`` and the count itself; ``kish`` when the
+    value sits on a bound or the variance is 0 (every observed value equal)."""
+    spread = value * (1 - value)
+    n_eff = spread / variance if spread > 0 and variance > 0 else kish
+    return min(n_eff, kish, float(count))
+
+
 def pass_rate(s: SegmentSums, confidence: float = 0.95) -> tuple[Estimate, float]:
     """The Hajek pass rate of ``s`` with its weighted Wilson interval, and its effective
     sample size (``Estimate(None)``, 0 without verdicts)."""
-    if s.verdicts == 0 or s.pass_weight <= 0:
+    if s.verdicts == 0 or s.pass_weight <= 0 or s.pass_weight2 <= 0:
         return Estimate(None), 0.0
     p = s.passed_weight / s.pass_weight
     kish = s.pass_weight**2 / s.pass_weight2
     variance = (s.passed_weight2 * (1 - 2 * p) + p * p * s.pass_weight2) / s.pass_weight**2
-    n_eff = p * (1 - p) / variance if 0 < p < 1 and variance > 0 else kish
-    n_eff = min(n_eff, float(s.verdicts))
-    low, high = wilson_interval(p, n_eff, confidence)
+    n_eff = effective_size(p, variance, kish, s.verdicts)
+    low, high = score_interval(p, n_eff, confidence)
     return Estimate(p, low, high), n_eff
 
 
 def mean_interval(s: SegmentSums, confidence: float = 0.95) -> tuple[Estimate, float]:
-    """The Hajek mean score of ``s`` with its t interval (linearised variance, Kish degrees of
-    freedom), and the variance of the mean (None interval under two scores)."""
-    if s.scores == 0 or s.score_weight <= 0:
+    """The Hajek mean score of ``s`` with its interval for scores in [0, 1] (Wilson's at the
+    mean, with the capped effective size), and the linearised variance of the mean (``inf``
+    under two scores, when the mean has no interval)."""
+    if s.scores == 0 or s.score_weight <= 0 or s.score_weight2 <= 0:
         return Estimate(None), math.inf
-    mean = s.score_sum / s.score_weight
+    mean = min(max(s.score_sum / s.score_weight, 0.0), 1.0)
     if s.scores < 2:
         return Estimate(mean), math.inf
     n = s.scores
     spread = s.score_sq_w2 - 2 * mean * s.score_sum_w2 + mean * mean * s.score_weight2
     variance = max(spread, 0.0) / s.score_weight**2 * n / (n - 1)
-    df = max(s.score_weight**2 / s.score_weight2 - 1, 1.0)
-    half = student_t_quantile(0.5 + confidence / 2, df) * math.sqrt(variance)
-    return Estimate(mean, max(0.0, mean - half), min(1.0, mean + half)), variance
+    kish = s.score_weight**2 / s.score_weight2
+    low, high = score_interval(mean, effective_size(mean, variance, kish, n), confidence)
+    return Estimate(mean, low, high), variance
 
 
 @dataclass(frozen=True)
@@ -182,29 +202,53 @@ class SegmentSummary:
     pass_rate: Estimate
     mean_score: Estimate
     confidence: float
-    folded: int = 0  # segments folded into this one ("other")
+    folded: int = 0  # segments folded into this one (the fold's row)
+    target_half_width: float | None = None  # the rule's precision target, if it has one
+    under_covered: bool = False  # a target the interval does not reach (or no interval)
+
+
+def fold_name(segments: Iterable[str]) -> str:
+    """The name of the fold's row: ``"other"``, or ``"(other)"`` (``"((other))"``...) when a
+    real segment already has that name, so a real segment is never merged with the rest."""
+    taken, name = set(segments), OTHER
+    while name in taken:
+        name = f"({name})"
+    return name
 
 
 def fold_segments(
     sums: Mapping[tuple[str, str, str], SegmentSums], cap: int
-) -> tuple[dict[tuple[str, str, str], SegmentSums], dict[tuple[str, str], int]]:
+) -> tuple[dict[tuple[str, str, str], SegmentSums], dict[tuple[str, str, str], int]]:
     """Keep per (rule, metric) the ``cap`` segments with the most results and fold the rest
-    into ``"other"``; returns the sums and how many segments each (rule, metric) folded."""
+    into one row (:func:`fold_name`: ``"other"`` unless a real segment is called that).
+    Returns new sums (``sums`` and its values are left as they were) and, per fold row's key,
+    how many segments it holds."""
     grouped: dict[tuple[str, str], list[tuple[str, SegmentSums]]] = {}
     for (rule, metric, segment), s in sums.items():
         grouped.setdefault((rule, metric), []).append((segment, s))
     out: dict[tuple[str, str, str], SegmentSums] = {}
-    folded: dict[tuple[str, str], int] = {}
+    folded: dict[tuple[str, str, str], int] = {}
     for (rule, metric), items in grouped.items():
         items.sort(key=lambda item: (-(item[1].scored + item[1].skipped + item[1].errors), item[0]))
         for segment, s in items[:cap]:
             out[(rule, metric, segment)] = s
         if len(items) > cap:
-            other = out.setdefault((rule, metric, OTHER), SegmentSums())
+            rest = SegmentSums()
             for _segment, s in items[cap:]:
-                other.add(s)
-            folded[(rule, metric)] = len(items) - cap
+                rest.add(s)
+            key = (rule, metric, fold_name(segment for segment, _s in items))
+            out[key] = rest
+            folded[key] = len(items) - cap
     return out, folded
+
+
+def under_covered(rate: Estimate, target: float | None) -> bool:
+    """Whether a pass rate misses its rule's half-width ``target`` (no interval: missed)."""
+    if target is None:
+        return False
+    if rate.low is None or rate.high is None:
+        return True
+    return (rate.high - rate.low) / 2 > target
 
 
 def summarize(
@@ -212,13 +256,16 @@ def summarize(
     *,
     by: str | None = None,
     confidence: float = 0.95,
-    folded: Mapping[tuple[str, str], int] | None = None,
+    folded: Mapping[tuple[str, str, str], int] | None = None,
+    targets: Mapping[str, float] | None = None,
 ) -> list[SegmentSummary]:
-    """One :class:`SegmentSummary` per (rule, metric, segment), sorted."""
+    """One :class:`SegmentSummary` per (rule, metric, segment), sorted. ``targets``: rule
+    name -> its ``target_half_width``; a row whose interval is wider is ``under_covered``."""
     rows = []
     for (rule, metric, segment), s in sorted(sums.items()):
         rate, n_eff = pass_rate(s, confidence)
         mean, _variance = mean_interval(s, confidence)
+        target = (targets or {}).get(rule)
         rows.append(
             SegmentSummary(
                 rule=rule,
@@ -233,7 +280,9 @@ def summarize(
                 pass_rate=rate,
                 mean_score=mean,
                 confidence=confidence,
-                folded=(folded or {}).get((rule, metric), 0) if segment == OTHER else 0,
+                folded=(folded or {}).get((rule, metric, segment), 0),
+                target_half_width=target,
+                under_covered=under_covered(rate, target),
             )
         )
     return rows

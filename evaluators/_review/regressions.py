@@ -34,10 +34,18 @@ about to reject "no difference", it is judged with the variance that hypothesis 
 every other effect the interval is at least as wide as the plug-in confidence sequence, which is
 valid for any true effect, so it keeps its coverage.
 
+Minimum information: no decision before each side's **Kish effective size**
+``(sum w)^2 / sum(w^2)`` reaches :data:`MIN_VERDICTS` (with equal weights, that many verdicts).
+Under the weights our sampler makes (a risk-boosted subset at rate 1 beside verdicts at a low
+rate) 20 verdicts may carry the information of three, and the boundary's normal approximation
+is not yet earned; each side's variance is also taken at that capped size (:mod:`.estimates`).
+
 Assumptions: within each segment, results are independent draws (weighted as in
 :mod:`.estimates`) with a common mean while the comparison runs; the variances are estimated
-consistently; validity is asymptotic (hence :data:`MIN_VERDICTS` per side before a decision), and
-the null-variance floor is what makes it hold from a few tens of verdicts.
+consistently; validity is asymptotic (hence the minimum information per side before a
+decision), and the null-variance floor is what makes it hold from a few tens of verdicts.
+benchmarks/sampling.py checks the false alarms after every verdict under those weights, with a
+baseline that keeps growing while the candidate arrives (docs/numbers.md).
 Each rule x measure x pair of segments is its own test: across many rules, expect ``alpha`` false
 alarms per test over its whole life, not per day.
 
@@ -75,7 +83,7 @@ DECISIONS = (WORSE, BETTER, UNDECIDED, TOO_FEW)
 # the gauge's decision value per decision
 DECISION_VALUE = {WORSE: -1.0, BETTER: 1.0, UNDECIDED: 0.0, TOO_FEW: 0.0}
 MIN_VERDICTS = 20
-"""Fewer per side and no decision is made: the boundary is asymptotic."""
+"""Less Kish effective size per side and no decision is made: the boundary is asymptotic."""
 TUNED_VERDICTS = 100
 """The boundary is tightest at the information of this many verdicts per side at p = 0.5."""
 MIN_VARIANCE = 1e-9  # two segments with constant scores: a difference, but not infinite evidence
@@ -170,12 +178,12 @@ def compare_pass_rate(
     too small (and the test far too eager); the null variance does not shrink with it."""
     base, base_var = _rate_variance(baseline)
     cand, cand_var = _rate_variance(candidate)
-    enough = min(baseline.verdicts, candidate.verdicts) >= MIN_VERDICTS
+    sizes = (
+        _kish(baseline.pass_weight, baseline.pass_weight2),
+        _kish(candidate.pass_weight, candidate.pass_weight2),
+    )
+    enough = min(sizes) >= MIN_VERDICTS * (1 - 1e-9)  # float sums of equal weights
     if enough and base.value is not None and cand.value is not None:
-        sizes = (
-            _kish(baseline.pass_weight, baseline.pass_weight2),
-            _kish(candidate.pass_weight, candidate.pass_weight2),
-        )
         p0 = _pooled((base.value, cand.value), sizes)
         base_var = max(base_var, p0 * (1 - p0) / sizes[0])
         cand_var = max(cand_var, p0 * (1 - p0) / sizes[1])
@@ -199,12 +207,12 @@ def compare_mean_score(
     effective sizes, over the side's ``n_kish``."""
     base, base_var = mean_interval(baseline)
     cand, cand_var = mean_interval(candidate)
-    enough = min(baseline.scores, candidate.scores) >= MIN_VERDICTS
+    sizes = (
+        _kish(baseline.score_weight, baseline.score_weight2),
+        _kish(candidate.score_weight, candidate.score_weight2),
+    )
+    enough = min(sizes) >= MIN_VERDICTS * (1 - 1e-9)  # float sums of equal weights
     if enough and base.value is not None and cand.value is not None:
-        sizes = (
-            _kish(baseline.score_weight, baseline.score_weight2),
-            _kish(candidate.score_weight, candidate.score_weight2),
-        )
         m0 = _pooled((base.value, cand.value), sizes)
         spread0 = _pooled((_spread_about(baseline, m0), _spread_about(candidate, m0)), sizes)
         base_var = max(base_var, spread0 / sizes[0])

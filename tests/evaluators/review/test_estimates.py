@@ -19,9 +19,10 @@ from spanjudge.evaluators._review.agreement import wilson
 from spanjudge.evaluators._review.estimates import (
     OTHER,
     fold_segments,
+    gamma_quantile,
     mean_interval,
     pass_rate,
-    student_t_quantile,
+    score_interval,
     summarize,
     wilson_interval,
 )
@@ -60,17 +61,34 @@ def test_wilson_matches_statsmodels(case: dict[str, Any]) -> None:
     assert (whole.low, whole.high) == pytest.approx((low, high), abs=1e-12)
 
 
-@pytest.mark.parametrize("case", REFERENCE["t_quantile"], ids=lambda c: f"{c['p']}@{c['df']}")
-def test_student_t_quantile_matches_scipy(case: dict[str, Any]) -> None:
-    assert student_t_quantile(case["p"], case["df"]) == pytest.approx(case["value"], rel=1e-9)
+@pytest.mark.parametrize("case", REFERENCE["gamma_quantile"], ids=lambda c: f"{c['q']}@{c['a']}")
+def test_gamma_quantile_matches_scipy(case: dict[str, Any]) -> None:
+    assert gamma_quantile(case["a"], case["q"]) == pytest.approx(case["value"], rel=1e-9)
+
+
+@pytest.mark.parametrize("case", REFERENCE["bounded"], ids=lambda c: f"{c['p']}@{c['n']}")
+def test_score_interval_is_wilson_with_the_poisson_bounds_near_0_and_1(
+    case: dict[str, Any],
+) -> None:
+    low, high = score_interval(case["p"], case["n"], case["confidence"])
+    assert (low, high) == pytest.approx((case["low"], case["high"]), abs=1e-9)
 
 
 @pytest.mark.parametrize("case", REFERENCE["mean"], ids=lambda c: f"n={len(c['scores'])}")
-def test_unweighted_mean_interval_is_scipys_t_interval(case: dict[str, Any]) -> None:
+def test_unweighted_mean_interval_is_the_bounded_score_interval(case: dict[str, Any]) -> None:
     estimate, _variance = mean_interval(sums_of(case["scores"]), case["confidence"])
     assert estimate.value == pytest.approx(case["mean"], rel=1e-12)
-    assert estimate.low == pytest.approx(case["low"], rel=1e-9)
-    assert estimate.high == pytest.approx(case["high"], rel=1e-9)
+    assert estimate.low == pytest.approx(case["low"], abs=1e-9)
+    assert estimate.high == pytest.approx(case["high"], abs=1e-9)
+
+
+@pytest.mark.parametrize("case", REFERENCE["kish"], ids=lambda c: f"n={len(c['scores'])}")
+def test_risk_boosted_weights_cap_the_effective_size_at_kish(case: dict[str, Any]) -> None:
+    rate, n_eff = pass_rate(sums_of(case["scores"], case["weights"]))
+    assert rate.value == pytest.approx(case["pass_rate"], rel=1e-12)
+    assert n_eff == pytest.approx(case["n_eff"], rel=1e-9)
+    assert n_eff <= case["kish"] * (1 + 1e-12)
+    assert (rate.low, rate.high) == pytest.approx((case["low"], case["high"]), abs=1e-9)
 
 
 @pytest.mark.parametrize("case", REFERENCE["weighted"], ids=lambda c: f"n={len(c['scores'])}")
@@ -79,10 +97,12 @@ def test_weighted_estimates_match_the_robust_wls_reference(case: dict[str, Any])
     rate, n_eff = pass_rate(sums)
     assert rate.value == pytest.approx(case["pass_rate"], rel=1e-12)
     p = case["pass_rate"]
+    weights = case["weights"]
+    kish = sum(weights) ** 2 / sum(w * w for w in weights)
     assert n_eff == pytest.approx(
-        min(p * (1 - p) / case["pass_rate_variance"], len(case["scores"]))
+        min(p * (1 - p) / case["pass_rate_variance"], kish, len(case["scores"]))
     )
-    assert (rate.low, rate.high) == pytest.approx(wilson_interval(p, n_eff), abs=1e-12)
+    assert (rate.low, rate.high) == pytest.approx(score_interval(p, n_eff), abs=1e-12)
     mean, variance = mean_interval(sums)
     assert mean.value == pytest.approx(case["mean"], rel=1e-12)
     assert variance == pytest.approx(case["mean_variance"], rel=1e-9)
@@ -114,7 +134,7 @@ def test_segments_beyond_the_cap_fold_into_other_and_are_counted() -> None:
     kept, folded = fold_segments(sums, cap=3)
     assert sorted(segment for _rule, _metric, segment in kept) == [OTHER, "v0", "v1", "v2"]
     assert kept[("r", "m", OTHER)].scored == 7 + 6 + 5
-    assert folded == {("r", "m"): 3}
+    assert folded == {("r", "m", OTHER): 3}
     [row] = [r for r in summarize(kept, by="k", folded=folded) if r.segment == OTHER]
     assert (row.folded, row.scored) == (3, 18)
 
