@@ -63,6 +63,9 @@ def summarise(done: Any) -> dict[str, Any]:
         "notes": verdict.notes,
         "checks": verdict.checks,
         "errors": sum(1 for r in done.results if r.status == "error"),
+        # cases the plausibility gate refused (evaluators/_rebuild/plausibility.py): 0 is
+        # expected for a recording read right
+        "refused": sum(1 for r in done.results if r.error_type == "implausible_field"),
     }
 
 

@@ -68,6 +68,7 @@ from spanjudge.evaluators._rebuild.context import cap
 from spanjudge.evaluators._rebuild.dialects import read_span
 from spanjudge.evaluators._rebuild.dialects.message_text import maybe_json, message_text
 from spanjudge.evaluators._rebuild.dialects.tool_calls import (
+    ERROR_STATUSES,
     ToolDefinition,
     ToolRequest,
     callable_tool_name,
@@ -110,7 +111,6 @@ _HANDOFF_SPAN = re.compile(
     r"(?i)^handoff\b(?:.*?\bfrom\s+(?P<src>\S+))?(?:.*?\bto\s+(?P<dst>\S+))?"
 )
 _TRANSFER_TOOL = re.compile(r"(?i)^transfer_to_(?P<dst>\w+)$")
-_ERROR_STATUSES = frozenset({"error", "failed", "failure"})
 
 StepKind = Literal["model_call", "tool_call", "retrieval", "agent", "handoff", "plan"]
 
@@ -709,7 +709,7 @@ def error_of(span: SpanRecord) -> str | None:
     if error_type not in (None, ""):
         return str(error_type)
     status = span.attributes.get(TOOL_STATUS)
-    if isinstance(status, str) and status.lower() in _ERROR_STATUSES:
+    if isinstance(status, str) and status.lower() in ERROR_STATUSES:
         return f"tool status {status}"
     return None
 

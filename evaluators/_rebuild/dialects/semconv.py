@@ -162,6 +162,16 @@ def read(view: GenAIView) -> None:
         _read_messages(view, source)
         if source is not a:
             _sourced(view, before, f"event {OPERATION_DETAILS_EVENT}")
+        else:  # name the attribute: a refused field says where it came from
+            for name, key, was, now in zip(
+                ("input", "actual_output"),
+                (attrs.GEN_AI_INPUT_MESSAGES, attrs.GEN_AI_OUTPUT_MESSAGES),
+                before[:2],
+                (view.input_text, view.output_text),
+                strict=True,
+            ):
+                if was is None and now is not None and view.dialect == NAME:
+                    view.source(name, f"attribute {key}")
     _read_legacy(view)
     _read_events(view)
     if view.kind == "retriever" and view.documents is None:

@@ -117,7 +117,8 @@ FIELD_NAMES = frozenset(
 _BRACKET = re.compile(r"(?m)^[ \t]*\[\[ ## (\w+) ## \]\][ \t]*")
 _HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t]*([A-Za-z][A-Za-z_ ]{0,30}?)[ \t]*:[ \t]*")
 _LABEL = re.compile(r"(?m)^[ \t]*([A-Z][A-Za-z_]{1,30}(?: [A-Za-z_]{1,30})?):[ \t]*")
-_TAG = re.compile(r"(?s)<([a-z][a-z_]{1,30})>(.*?)</\1>")
+_OPEN_TAG = re.compile(r"<([a-z][a-z_]{1,30})>")
+_MAX_TAGS = 50
 _INLINE_MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")
 _FENCE = re.compile(r"(?s)```.*?```")
 _ANYWHERE_REPR = re.compile(
@@ -137,6 +138,7 @@ _PROSE = re.compile(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,}){2}")
 _QA_FIELDS = frozenset((*INPUT_FIELDS, *OUTPUT_FIELDS))
 USER_SPEAKERS = frozenset({"user", "human"})
 _MAX_LEAVES = 200
+_MAX_PARSED = 200_000  # longer JSON is not parsed again to look for reprs inside it
 
 
 # ====================================================================== checks
@@ -162,7 +164,7 @@ def failed_check(
 
 def is_template(text: str, want: Want = "output") -> bool:
     """Two or more field markers of one syntax at line starts, outside fenced code."""
-    return _markers(text, labels=want == "input") is not None
+    return _markers(text[:SCAN_CHARS], labels=want == "input") is not None
 
 
 def _markers(text: str, labels: bool) -> tuple[str, list[tuple[str, int, int]]] | None:
@@ -179,7 +181,7 @@ def _markers(text: str, labels: bool) -> tuple[str, list[tuple[str, int, int]]] 
         if _fieldlike(found):
             return "heading", found
     if "</" in text:
-        found = [(m.group(1), m.start(2), m.end(2)) for m in _TAG.finditer(text)]
+        found = _tag_pairs(text)
         if _fieldlike(found):
             return "tag", found
     if labels and ":" in text:
@@ -187,6 +189,25 @@ def _markers(text: str, labels: bool) -> tuple[str, list[tuple[str, int, int]]] 
         if _fieldlike(found):
             return "label", found
     return None
+
+
+def _tag_pairs(text: str) -> list[tuple[str, int, int]]:
+    """``(name, content start, content end)`` of ``<name>...</name>`` pairs, in order, found
+    with one scan for the opening tags and one ``find`` for each closing tag (a pattern with a
+    back-reference rescans the rest of the text for every unclosed tag)."""
+    found = []
+    position = 0
+    for match in _OPEN_TAG.finditer(text):
+        if match.start() < position:
+            continue  # inside the previous pair
+        end = text.find(f"</{match.group(1)}>", match.end())
+        if end < 0:
+            continue
+        found.append((match.group(1), match.end(), end))
+        position = end
+        if len(found) >= _MAX_TAGS:
+            break
+    return found
 
 
 def _key(name: str) -> str:
@@ -204,9 +225,10 @@ def has_placeholder(text: str) -> bool:
     """A repr or object placeholder: the whole text, a string inside its JSON, or in prose."""
     if is_placeholder(text) or is_field_repr(text):
         return True
-    if ("0x" in text or ": '" in text) and _ANYWHERE_REPR.search(text):
+    head = text[:SCAN_CHARS]
+    if ("0x" in head or ": '" in head) and _ANYWHERE_REPR.search(head):
         return True
-    if text[:1] in "[{":
+    if text[:1] in "[{" and len(text) <= _MAX_PARSED:
         parsed = _json(text)
         if parsed is not None:
             return any(is_placeholder(leaf) or is_field_repr(leaf) for leaf in _leaves(parsed))
@@ -226,7 +248,7 @@ def is_field_repr(text: str) -> bool:
 
 
 def _is_object_dump(text: str) -> bool:
-    if text[:1] not in "[{":
+    if text[:1] not in "[{" or len(text) >= SCAN_CHARS:
         return False
     parsed = _json(text)
     if not isinstance(parsed, Mapping | list) or not parsed:
@@ -274,13 +296,27 @@ def template_field(text: str, want: Want) -> str | None:
     answer-like field) of a field-marker template, else ``None``. Trailing paragraphs of the
     field that speak about markers (``Respond with ... [[ ## answer ## ]]``) are instructions,
     not the field."""
-    scanned = text[:SCAN_CHARS]
-    found = _markers(scanned, labels=want == "input")
-    if found is None:
-        return None
-    syntax, markers = found
     fields = INPUT_FIELDS if want == "input" else OUTPUT_FIELDS
-    sections: list[tuple[str, str]] = []
+    picked = [body for name, body in _sections(text, want == "input") if name in fields and body]
+    if not picked:
+        return None
+    return picked[-1] if want == "input" else picked[0]
+
+
+def template_sections(text: str, names: frozenset[str]) -> list[str]:
+    """The non-empty contents of the template fields named in ``names`` (a prompt template's
+    ``context`` or ``documents`` fields)."""
+    return [body for name, body in _sections(text, True) if name in names and body]
+
+
+def _sections(text: str, labels: bool) -> list[tuple[str, str]]:
+    """A template's fields in order, ``(name, content)``; none when ``text`` is no template."""
+    scanned = text[:SCAN_CHARS]
+    found = _markers(scanned, labels)
+    if found is None:
+        return []
+    syntax, markers = found
+    sections = []
     for i, (name, start, content) in enumerate(markers):
         if syntax == "tag":
             body = scanned[start:content]
@@ -288,10 +324,7 @@ def template_field(text: str, want: Want) -> str | None:
             end = markers[i + 1][1] if i + 1 < len(markers) else len(text)
             body = text[content:end]
         sections.append((name, _without_instructions(body).strip()))
-    picked = [body for name, body in sections if name in fields and body]
-    if not picked:
-        return None
-    return picked[-1] if want == "input" else picked[0]
+    return sections
 
 
 def _without_instructions(body: str) -> str:
@@ -299,28 +332,6 @@ def _without_instructions(body: str) -> str:
     while len(paragraphs) > 1 and _INLINE_MARKER.search(paragraphs[-1]):
         paragraphs.pop()
     return "\n\n".join(paragraphs)
-
-
-def template_sections(text: str, names: frozenset[str]) -> list[str]:
-    """The non-empty contents of the template fields named in ``names`` (a template's
-    ``context`` or ``documents`` fields)."""
-    scanned = text[:SCAN_CHARS]
-    found = _markers(scanned, labels=True)
-    if found is None:
-        return []
-    syntax, markers = found
-    out = []
-    for i, (name, start, content) in enumerate(markers):
-        if name not in names:
-            continue
-        if syntax == "tag":
-            body = scanned[start:content]
-        else:
-            end = markers[i + 1][1] if i + 1 < len(markers) else len(text)
-            body = text[content:end]
-        if body.strip():
-            out.append(body.strip())
-    return out
 
 
 def repr_message_text(value: Any, want: Want) -> str | None:

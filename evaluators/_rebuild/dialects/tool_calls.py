@@ -263,7 +263,7 @@ _OI_INPUT_MESSAGE = re.compile(
 _PROMPT_MESSAGE = re.compile(r"^gen_ai\.prompt\.(\d+)\.(role|content|tool_call_id|name)$")
 TOOL_MESSAGE_EVENT = "gen_ai.tool.message"
 VERCEL_PROMPT_MESSAGES = "ai.prompt.messages"
-_ERROR_STATUSES = frozenset({"error", "failed", "failure"})
+ERROR_STATUSES = frozenset({"error", "failed", "failure"})
 _RESULT_BLOCK_TYPES = frozenset({"tool_result", "tool-result", "tool_call_response"})
 _RESULT_BLOCK_KEYS = ("toolResult", "functionResponse", "function_response")
 
@@ -351,7 +351,7 @@ def _answer_error(block: Mapping[str, Any], content: Any) -> str | None:
     if block.get("is_error") is True or block.get("isError") is True:
         return _error_text(content) or "tool error"
     status = block.get("status")
-    if isinstance(status, str) and status.lower() in _ERROR_STATUSES:
+    if isinstance(status, str) and status.lower() in ERROR_STATUSES:
         return _error_text(content) or f"tool status {status}"
     if isinstance(content, Mapping):
         error = content.get("error")
