@@ -15,7 +15,14 @@ duplicated, resent_same_id):
   the old 30 s delay); every turn ends scored;
 - empty token: ``bearer_token = ""`` stops the worker at start (exit 2, nothing listening);
 - traces-only backend: default outputs against a backend whose /v1/logs answers 404; every
-  evaluation span lands, nothing stays owed.
+  evaluation span lands, nothing stays owed;
+- restart with held spans: rules sample by conversation at 50%; the LLM children of every turn
+  are answered 200 and held (their roots, naming the conversation, come last); the worker is
+  SIGKILLed, a new one on the same store gets the roots: every child of a sampled
+  conversation is evaluated, once;
+- byte-heavy holds: 16 gzip requests of 4 held spans, each with an 8 MiB attribute (smoke:
+  1 MiB): the worker's peak resident size against its idle size (the hold is in the store),
+  then the roots: every sampled child evaluated once.
 
 Usage: ``python benchmarks/reliability.py --rows receiver [--quick | --smoke]``.
 """
@@ -416,6 +423,112 @@ def row_traces_only(tmp: Path, judge_url: str, cases: int) -> dict[str, Any]:
     )
 
 
+def _conversation_rules() -> list[dict[str, Any]]:
+    by_conversation = {"sample_rate": 0.5, "sample_by": "conversation"}
+    return [
+        {"metric": "bias", "target": "agent", "name": RULE, **by_conversation},
+        {"metric": "bias", "target": "llm", "name": LLM_RULE, **by_conversation},
+    ]
+
+
+def _named(root: dict[str, Any], conversation: str) -> dict[str, Any]:
+    return {**root, "attributes": {**root["attributes"], "gen_ai.conversation.id": conversation}}
+
+
+def _conversations(cases: int) -> tuple[list[str], set[int]]:
+    """A conversation id per turn, and which turns' conversations the 50% sample keeps (the
+    turns' trace ids are small numbers: no trace is kept by its id, every one waits)."""
+    from spanjudge.evaluators._plan.consistent import key_kept
+
+    names = [f"bench-conversation-{i}" for i in range(1, cases + 1)]
+    return names, {i for i, name in enumerate(names, 1) if key_kept(name, 0.5)}
+
+
+def row_restart_with_held_spans(tmp: Path, judge_url: str, cases: int) -> dict[str, Any]:
+    names, sampled = _conversations(cases)
+    children = [turn(i, llm=True) for i in range(1, cases + 1)]
+    roots = [_named(turn(i), names[i - 1]) for i in range(1, cases + 1)]
+    expected = {s["span_id"] for s in [*children, *roots] if int(s["trace_id"], 16) in sampled}
+    sink = Sink()
+    sink.up()
+    rules = _conversation_rules()
+    first = Worker(tmp, "held-restart", judge_url, sink.url, rules=rules)
+    try:
+        first.process.wait_ready()
+        answers = [first.post(request_bytes([child])).status_code for child in children]
+    finally:
+        first.process.kill()  # SIGKILL: what was only in memory is gone
+    worker = Worker(tmp, "held-restart", judge_url, sink.url, rules=rules)
+    try:
+        worker.process.wait_ready()
+        answers.append(worker.post(request_bytes(roots)).status_code)
+        seconds = worker.wait(settled(expected), 60)
+        counts = worker.finish(sink, expected)
+    finally:
+        worker.process.kill()
+        sink.down()
+    return _row(
+        "receiver: restart with held spans (SIGKILL between children and their roots)",
+        2 * cases,
+        "every child of a sampled conversation, answered 200 before the kill, evaluated once",
+        **counts,
+        answers=sorted(set(answers)),
+        sampled_conversations=len(sampled),
+        seconds=seconds,
+    )
+
+
+def row_byte_heavy_holds(tmp: Path, judge_url: str, size: str) -> dict[str, Any]:
+    requests, per_request, attribute = (4, 2, 2**20) if size == "smoke" else (16, 4, 8 * 2**20)
+    cases = requests * per_request
+    names, sampled = _conversations(cases)
+    blob = "x" * attribute
+    children = []
+    for i in range(1, cases + 1):
+        child = turn(i, llm=True)
+        child["attributes"] = {**child["attributes"], "bench.blob": blob}
+        children.append(child)
+    roots = [_named(turn(i), names[i - 1]) for i in range(1, cases + 1)]
+    expected = {s["span_id"] for s in [*children, *roots] if int(s["trace_id"], 16) in sampled}
+    sink = Sink()
+    sink.up()
+    worker = Worker(
+        tmp,
+        "held-bytes",
+        judge_url,
+        sink.url,
+        rules=_conversation_rules(),
+        ingest_hold_max_bytes=2**31,  # every span fits: the row counts memory, not drops
+    )
+    try:
+        worker.process.wait_ready()
+        assert worker.post(request_bytes([turn(10_000, llm=True)])).status_code == 200  # warm
+        idle = worker.peak_mb()
+        answers = []
+        for n in range(requests):
+            body = gzip.compress(request_bytes(children[n * per_request : (n + 1) * per_request]))
+            answers.append(worker.post(body, **{"Content-Encoding": "gzip"}).status_code)
+        peak = worker.peak_mb()
+        answers.append(worker.post(request_bytes(roots)).status_code)
+        seconds = worker.wait(settled(expected), 120)
+        counts = worker.finish(sink, expected)
+    finally:
+        worker.process.kill()
+        sink.down()
+    return _row(
+        f"receiver: byte-heavy holds ({cases} held spans of {attribute >> 20} MiB, gzip)",
+        2 * cases,
+        "peak resident size grows far less than the bytes held (they are in the store); every "
+        "sampled child evaluated once",
+        **counts,
+        answers=sorted(set(answers)),
+        held_mb=round(cases * attribute / 2**20, 1),
+        peak_growth_mb=round(peak - idle, 1),
+        idle_peak_mb=round(idle, 1),
+        seconds=seconds,
+    )
+
+
 def receiver_rows(size: str) -> list[dict[str, Any]]:
     """Every row at ``size`` (smoke, quick or full): cases, and the outage's retry delay and
     length (full: the defaults' 30 s delay, down 100 s against the old 90 s window; the first
@@ -434,6 +547,8 @@ def receiver_rows(size: str) -> list[dict[str, Any]]:
             rows.append(row_judge_outage(tmp, cases, delay, outage))
             rows.append(row_empty_token(tmp, judge_url))
             rows.append(row_traces_only(tmp, judge_url, cases))
+            rows.append(row_restart_with_held_spans(tmp, judge_url, cases))
+            rows.append(row_byte_heavy_holds(tmp, judge_url, size))
     finally:
         stop_judge(judge)
     return rows
