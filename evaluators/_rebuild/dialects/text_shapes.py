@@ -100,11 +100,12 @@ STATUS_WORDS = frozenset(
         "text", "stop", "stopped", "end_turn", "tool_use", "tool_calls", "function_call",
         "length", "max_tokens", "content_filter", "completed", "complete", "success",
         "succeeded", "successful", "finished", "finish", "failed", "failure", "error",
-        "pending", "running", "cancelled", "canceled", "timeout", "none", "null", "undefined",
-        "nan", "unknown", "ok", "done", "terminated", "interrupted", "handoff",
+        "pending", "running", "cancelled", "canceled", "timeout", "null", "undefined", "nan",
+        "terminated", "interrupted", "handoff",
     }
 )  # fmt: skip
-"""Words that, alone, are a status or an enum value rather than anybody's answer."""
+"""Words that, alone, are a status or an enum value rather than anybody's answer (``OK``,
+``Done``, ``None`` and ``Unknown`` are left out: people and models answer with them)."""
 FIELD_NAMES = frozenset(
     {
         "input", "output", "inputs", "outputs", "messages", "message", "content", "prompt",
@@ -127,12 +128,12 @@ _ANYWHERE_REPR = re.compile(
     r"|<[A-Z]\w*\.[A-Z_]\w*: [^>\n]{0,60}>"
 )
 _FIELD_REPR_PAIR = re.compile(
-    r"(?:^|\s)([a-z_]\w*)=(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.]+)"
+    r"(?:^|\s)([a-z_]\w*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.]+)"
 )
 _CONTENT_VALUE = re.compile(r"\bcontent=(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")")
 _SPEAKER = re.compile(r"\b(?:source|role)=(?:'([\w-]+)'|\"([\w-]+)\"|<\w+\.\w+: '([\w-]+)'>)")
 _TAGS = re.compile(r"<[^<>]{0,200}>")
-_ENUM = re.compile(r"^(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]\w*\.[A-Z][A-Z0-9_]*)$")
+_ENUM = re.compile(r"^(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]\w*\.[A-Z][A-Z0-9_]+)$")
 _WORD = re.compile(r"^[\w.-]{1,40}$")
 _PROSE = re.compile(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,}){2}")
 _QA_FIELDS = frozenset((*INPUT_FIELDS, *OUTPUT_FIELDS))
@@ -236,15 +237,17 @@ def has_placeholder(text: str) -> bool:
 
 
 def is_field_repr(text: str) -> bool:
-    """The ``str()`` of a pydantic model or dataclass: ``name=value`` pairs, two or more, from
-    the start (``id='1' source='user' content='Hi' type='TextMessage'``)."""
+    """The ``str()`` of a pydantic model or dataclass: ``name=value`` pairs from the start, two
+    of them quoted strings at least (``id='1' source='user' content='Hi' type='TextMessage'``)."""
     head = text[:400].lstrip()
     if not head[:1].isalpha() and head[:1] != "_":
         return False
     if "=" not in head[:40]:
         return False
     pairs = _FIELD_REPR_PAIR.findall(head)
-    return len(pairs) >= 2 and head.startswith(pairs[0] + "=")
+    quoted = [name for name, value in pairs if value[:1] in "'\""]
+    # two quoted values at least: "x=1, y=2" is an answer, not a repr
+    return len(quoted) >= 2 and head.startswith(pairs[0][0] + "=")
 
 
 def _is_object_dump(text: str) -> bool:

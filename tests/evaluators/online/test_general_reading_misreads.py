@@ -6,12 +6,14 @@ calls in a content log record's body, and capture settings named after the instr
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from spanjudge._core.span_record import SpanEvent, SpanRecord
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
+from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._rebuild.cases import build_case
@@ -282,6 +284,10 @@ def test_tool_steps_are_built_from_tool_messages_paired_by_call_id_with_their_er
     ]
     case = _case(BIAS_AGENT, trace.spans)
     assert [c.name for c in case.tools_called or ()] == ["issue_refund", "lookup_order"]
+    # the deterministic tool_errors check now sees the failed call
+    check = ToolErrorCheck()
+    asyncio.run(check.a_measure(_case(Rule(ToolErrorCheck(), target="agent"), trace.spans)))
+    assert check.success is False and "issue_refund" in (check.reason or "")
 
 
 def test_tool_results_without_ids_are_paired_by_order_in_any_block_form() -> None:

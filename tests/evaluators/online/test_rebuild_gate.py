@@ -78,7 +78,7 @@ def _refused(built: Any, field: str, check: str) -> None:
         ("ZetaMessage(role='user', body='hi')", "input", "placeholder"),
         ("{\"history\": [\"ZetaMessage(role='user', body='hi')\"]}", "input", "placeholder"),
         ("the reply was <zeta.Reply object at 0x7f3a2b1c>", "output", "placeholder"),
-        ("seq=3 kind='final' ok=True", "output", "placeholder"),
+        ("seq=3 kind='final' source='planner' ok=True", "output", "placeholder"),
         ('{"step": 4, "done": true, "state": "idle"}', "output", "object_dump"),
         ("[1, 2, 3]", "output", "object_dump"),
         ("end_turn", "output", "status_word"),
@@ -119,6 +119,10 @@ def test_each_check_recognises_its_shape(value: str, want: str, check: str) -> N
         ("## Summary\nOpen on Sundays.\n## Details\nFrom 10:00.", "output"),
         ("<b>Open</b> on Sundays", "output"),
         ("👍", "output"),
+        ("x=1, y=2", "output"),  # the solution of a system, not a repr
+        ("OK", "output"),
+        ("None.", "output"),
+        ("U.S", "output"),
     ],
 )
 def test_values_that_look_odd_but_are_right_pass(value: str, want: str) -> None:
