@@ -435,20 +435,28 @@ def _named(root: dict[str, Any], conversation: str) -> dict[str, Any]:
     return {**root, "attributes": {**root["attributes"], "gen_ai.conversation.id": conversation}}
 
 
-def _conversations(cases: int) -> tuple[list[str], set[int]]:
-    """A conversation id per turn, and which turns' conversations the 50% sample keeps (the
-    turns' trace ids are small numbers: no trace is kept by its id, every one waits)."""
+def _held_turns(
+    cases: int, blob: str = ""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str], int]:
+    """Each turn's LLM child (with ``blob`` as an attribute when given) and its root naming a
+    conversation of its own; the span ids of the turns whose conversation the 50% sample
+    keeps, and how many conversations that is. The turns' trace ids are small numbers: no
+    trace is kept by its id, so every child waits for its root."""
     from spanjudge.evaluators._plan.consistent import key_kept
 
     names = [f"bench-conversation-{i}" for i in range(1, cases + 1)]
-    return names, {i for i, name in enumerate(names, 1) if key_kept(name, 0.5)}
+    sampled = {i for i, name in enumerate(names, 1) if key_kept(name, 0.5)}
+    children = [turn(i, llm=True) for i in range(1, cases + 1)]
+    if blob:
+        for child in children:
+            child["attributes"] = {**child["attributes"], "bench.blob": blob}
+    roots = [_named(turn(i), names[i - 1]) for i in range(1, cases + 1)]
+    expected = {s["span_id"] for s in [*children, *roots] if int(s["trace_id"], 16) in sampled}
+    return children, roots, expected, len(sampled)
 
 
 def row_restart_with_held_spans(tmp: Path, judge_url: str, cases: int) -> dict[str, Any]:
-    names, sampled = _conversations(cases)
-    children = [turn(i, llm=True) for i in range(1, cases + 1)]
-    roots = [_named(turn(i), names[i - 1]) for i in range(1, cases + 1)]
-    expected = {s["span_id"] for s in [*children, *roots] if int(s["trace_id"], 16) in sampled}
+    children, roots, expected, sampled = _held_turns(cases)
     sink = Sink()
     sink.up()
     rules = _conversation_rules()
@@ -473,7 +481,7 @@ def row_restart_with_held_spans(tmp: Path, judge_url: str, cases: int) -> dict[s
         "every child of a sampled conversation, answered 200 before the kill, evaluated once",
         **counts,
         answers=sorted(set(answers)),
-        sampled_conversations=len(sampled),
+        sampled_conversations=sampled,
         seconds=seconds,
     )
 
@@ -481,15 +489,7 @@ def row_restart_with_held_spans(tmp: Path, judge_url: str, cases: int) -> dict[s
 def row_byte_heavy_holds(tmp: Path, judge_url: str, size: str) -> dict[str, Any]:
     requests, per_request, attribute = (4, 2, 2**20) if size == "smoke" else (16, 4, 8 * 2**20)
     cases = requests * per_request
-    names, sampled = _conversations(cases)
-    blob = "x" * attribute
-    children = []
-    for i in range(1, cases + 1):
-        child = turn(i, llm=True)
-        child["attributes"] = {**child["attributes"], "bench.blob": blob}
-        children.append(child)
-    roots = [_named(turn(i), names[i - 1]) for i in range(1, cases + 1)]
-    expected = {s["span_id"] for s in [*children, *roots] if int(s["trace_id"], 16) in sampled}
+    children, roots, expected, _ = _held_turns(cases, blob="x" * attribute)
     sink = Sink()
     sink.up()
     worker = Worker(

@@ -139,28 +139,23 @@ def run(
     else:
         worker = Worker(load_settings(None, **config), clock=clock)
         assert worker.keep is not None
+
+    def post(client: TestClient, bodies: list[ExportTraceServiceRequest]) -> None:
+        for body in bodies:
+            answer = client.post(
+                "/v1/traces", content=body.SerializeToString(), headers={"Content-Type": PROTOBUF}
+            )
+            assert answer.status_code == 200, answer.text
+            clock.advance(0.01)
+
     if restart_after is not None:
         with TestClient(worker.app) as client:
-            for body in bodies[:restart_after]:
-                answer = client.post(
-                    "/v1/traces",
-                    content=body.SerializeToString(),
-                    headers={"Content-Type": PROTOBUF},
-                )
-                assert answer.status_code == 200, answer.text
-                clock.advance(0.01)
+            post(client, bodies[:restart_after])
         bodies = bodies[restart_after:]
         worker = Worker(load_settings(None, **config), clock=clock)  # memory: gone
     try:
         with TestClient(worker.app) as client:
-            for body in bodies:
-                answer = client.post(
-                    "/v1/traces",
-                    content=body.SerializeToString(),
-                    headers={"Content-Type": PROTOBUF},
-                )
-                assert answer.status_code == 200, answer.text
-                clock.advance(0.01)
+            post(client, bodies)
             metrics = client.get("/metrics").text
         for _ in range(3):
             clock.advance(IDLE + SETTLE + 1)
@@ -298,14 +293,9 @@ def test_a_restart_between_held_turns_and_their_roots_loses_nothing(
         offline_judge, sink, tmp_path / "restart.db", rules, traffic, restart_after=len(parts)
     )
     everything = run(
-        offline_judge,
-        sink,
-        tmp_path / "all.db",
-        rules,
-        traffic,
-        store_everything=True,
+        offline_judge, sink, tmp_path / "all.db", rules, traffic, store_everything=True,
         monkeypatch=monkeypatch,
-    )
+    )  # fmt: skip
     assert restarted["counts"]["released"] > 0
     assert restarted["jobs"] and restarted["jobs"] == everything["jobs"]
     assert restarted["results"] == everything["results"]

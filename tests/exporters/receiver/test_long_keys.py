@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
@@ -42,19 +43,22 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SpanStore]
         drop_schema(schema)
 
 
-def twenty_and_one(conversation: str) -> tuple[ExportTraceServiceRequest, InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
+def trace_twenty_and_one(exporter: SpanExporter, conversation: str) -> None:
+    """20 spans with a short conversation id, then one with ``conversation``, to ``exporter``."""
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
     for n in range(20):
         with tracer.start_as_current_span(f"good {n}", attributes={"gen_ai.conversation.id": "c"}):
             pass
     with tracer.start_as_current_span("bad", attributes={"gen_ai.conversation.id": conversation}):
         pass
-    provider.shutdown()
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    provider.force_flush()
 
+
+def twenty_and_one(conversation: str) -> tuple[ExportTraceServiceRequest, InMemorySpanExporter]:
+    memory = InMemorySpanExporter()
+    trace_twenty_and_one(memory, conversation)
     return encode_spans(memory.get_finished_spans()), memory
 
 
@@ -88,14 +92,7 @@ def test_an_id_at_the_limit_is_stored(store: SpanStore) -> None:
 
 def test_the_in_process_exporter_drops_the_span_alone(store: SpanStore) -> None:
     exporter = StoreSpanExporter(store, flush_interval=0.01)
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("test")
-    for n in range(20):
-        with tracer.start_as_current_span(f"good {n}", attributes={"gen_ai.conversation.id": "c"}):
-            pass
-    with tracer.start_as_current_span("bad", attributes={"gen_ai.conversation.id": "x" * 8000}):
-        pass
+    trace_twenty_and_one(exporter, "x" * 8000)
     assert exporter.force_flush(5_000)
     assert exporter.written == 20 and exporter.dropped == {"invalid_span": 1}
-    provider.shutdown()
+    exporter.shutdown()
