@@ -13,9 +13,12 @@ the environment and keyword arguments::
 
 from __future__ import annotations
 
+import logging
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic_settings import (
     BaseSettings,
@@ -27,7 +30,9 @@ from pydantic_settings import (
 
 from spanjudge.errors import ConfigError
 
-__all__ = ["file_source"]
+__all__ = ["file_source", "readable_secrets"]
+
+logger = logging.getLogger("spanjudge.settings")
 
 
 def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, Any]:
@@ -40,7 +45,49 @@ def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, A
         raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping of keys")
+    warning = readable_secrets(Path(str(path)), data)
+    if warning is not None:
+        logger.warning("%s", warning)
     return data
+
+
+# Keys whose value is a secret wherever they appear: bearer_token, annotator_tokens,
+# judge_options.api_key, an extra header's token... (not regression_key or interval_keys)
+_SECRET_ENDINGS = ("token", "tokens", "api_key", "apikey", "secret", "password")
+
+
+def _secret_keys(data: Any, prefix: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            name = f"{prefix}{key}"
+            if value and str(key).lower().replace("-", "_").endswith(_SECRET_ENDINGS):
+                found.append(name)
+            elif isinstance(value, dict | list):
+                found.extend(_secret_keys(value, f"{name}."))
+            elif isinstance(value, str) and "://" in value and urlsplit(value).password:
+                found.append(name)  # a store_url with its password
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            found.extend(_secret_keys(item, f"{prefix}{i}."))
+    return found
+
+
+def readable_secrets(path: Path, data: dict[str, Any]) -> str | None:
+    """A warning when ``path`` can be read by every user of the machine and ``data`` (what
+    it holds) has a secret: a token, a key, a password (the keys are named, never values)."""
+    try:
+        world_readable = bool(path.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return None
+    secrets = _secret_keys(data) if world_readable else []
+    if not secrets:
+        return None
+    return (
+        f"{path}: every user of this machine can read it and it holds secrets "
+        f"({', '.join(secrets)}): chmod 600 it, or set them from the environment "
+        "(SPANJUDGE_BEARER_TOKEN...)"
+    )
 
 
 # The sources skip a missing file and let parser errors (or a list at the top level) escape as

@@ -82,6 +82,10 @@ class SQLiteStore(SpanStore):
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(self.path))
             os.makedirs(directory, exist_ok=True)
+            # a new store file is the owner's only (it holds trace content): SQLite gives its
+            # -wal and -shm the database file's mode
+            with suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         self.migrate()
 
     def __repr__(self) -> str:

@@ -9,8 +9,13 @@ the store file or the target is not there, or an argument is refused (the messag
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -216,10 +221,31 @@ def export(
             "a dataset holds single-turn or conversation cases, not both: "
             "pick one kind with --metric or --rule"
         )
-    written = write_dataset([item.golden() for item in found.items], output, fmt)
+    goldens = [item.golden() for item in found.items]
+    written = _write_new(output, lambda path: write_dataset(goldens, path, fmt))
     click.echo(f"wrote {written} test case(s) to {output} ({fmt})")
     for result, reason in found.skipped:
         click.echo(f"not rebuilt: {result.rule} {result.target_id}: {reason}", err=True)
+
+
+def _write_new(output: str, write: Callable[[str], int]) -> int:
+    """``write(path)`` into a file of our own beside ``output`` (created exclusively, mode
+    0600: it holds trace content), then renamed onto ``output``. A symbolic link at ``output``
+    is refused: written through, it would overwrite whatever file it points to (a link
+    planted in a shared folder); a rename replaces the path itself, never a link's target."""
+    path = Path(output)
+    if path.is_symlink():
+        usage_error(f"{output} is a symbolic link: refusing to write through it")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        written = write(temp)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    return written
 
 
 # ------------------------------------------------------------------------------ scores

@@ -157,7 +157,7 @@ class NumbersWatch:
     def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             try:
-                rows = self.rows().get(name, [])
+                rows = self.latest().get(name, [])
             except Exception:  # a scrape must never fail for a store hiccup
                 logger.debug("numbers refresh failed", exc_info=True)
                 return []
@@ -174,10 +174,21 @@ class NumbersWatch:
         except Exception:
             logger.warning("numbers check failed; the next one retries", exc_info=True)
 
-    def start(self) -> None:
+    def latest(self) -> dict[str, Rows]:
+        """What a scrape shows. While the refresh thread runs (:meth:`start`), the rows of its
+        last round: a scrape never sums the store then, so a sum slower than the scrape's
+        deadline cannot fail every scrape (it did with ``interval_refresh_seconds = 1``).
+        Without the thread, :meth:`rows`."""
+        if self._thread is None:
+            return self.rows()
+        state = self._state  # read without the lock: a round in progress holds it
+        return state[1] if state is not None else {}
+
+    def start(self, *, refresh: bool = False) -> None:
         """Run :meth:`check` now and every ``interval_refresh_seconds`` in a daemon thread,
-        when a regression baseline is set (the interval gauges alone wait for scrapes)."""
-        if self._thread is not None or not self.config.regression_key:
+        when a regression baseline is set (it logs even when nothing scrapes), or with
+        ``refresh`` (the worker): scrapes then read the thread's last round (:meth:`latest`)."""
+        if self._thread is not None or not (refresh or self.config.regression_key):
             return
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="spanjudge-numbers", daemon=True)

@@ -229,7 +229,8 @@ class Worker:
             self.enricher.start()
         self.monitor.start()
         if self.numbers is not None:
-            self.numbers.start()  # the regression check runs without scrapes too
+            # the gauges' sums and the regression check on a timer: scrapes read the last
+            self.numbers.start(refresh=True)
         self._ready.set()
 
     def shutdown(self, grace: float | None = None) -> None:
@@ -253,12 +254,13 @@ class Worker:
         stopping.join(left(0.6))  # the jobs in flight finish and are stored meanwhile
         if stopping.is_alive():
             cancelled = self.monitor.runner.abandon()
-            logger.warning(
-                "shutdown: %d judge call(s) still running after %.0f s were cancelled; their "
-                "jobs are left for the next start",
-                cancelled,
-                grace - left(),
-            )
+            if cancelled:
+                logger.warning(
+                    "shutdown: %d judge call(s) still running after %.0f s were cancelled; "
+                    "their jobs are left for the next start",
+                    cancelled,
+                    grace - left(),
+                )
             stopping.join(left(0.5))
         if self.enricher is not None:
             # what is due goes out now; spans still held stay in the store for the next start

@@ -108,3 +108,49 @@ def test_a_deleted_sqlite_file_is_counted_as_a_store_file_change(
         worker.store.stats(now=time.time())  # finds another file than the one it knew
     assert worker.store.file_changes == 1
     assert scrape(worker)[("spanjudge_store_file_changes_total", ())] == 1
+
+
+def test_scrapes_read_the_last_refresh_and_never_sum_the_store_themselves(
+    tmp_path: Path,
+) -> None:
+    """Issue 41: with ``interval_refresh_seconds = 1`` every scrape summed the store again, and
+    a sum slower than the scrape's deadline made every scrape answer 500. The sums now run on
+    the refresh thread; a scrape reads its last round."""
+    import threading
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from spanjudge._core.telemetry import prometheus_meter_provider
+    from spanjudge._store import open_store
+    from spanjudge.worker.numbers import NumbersConfig, NumbersWatch
+    from tests.numbers.test_watch import fill
+
+    store = open_store(f"sqlite:///{tmp_path / 'numbers.db'}")
+    fill(store, {"1.4.0": 0.95, "1.5.0": 0.70}, 50)
+    callers: list[str] = []
+    refreshed = threading.Event()
+
+    class Recording:
+        def summary_sums(self, **kwargs: object) -> object:
+            callers.append(threading.current_thread().name)
+            refreshed.set()
+            return store.summary_sums(**kwargs)  # type: ignore[attr-defined]
+
+    ticks = iter(range(0, 10**9, 10))  # every reading of the clock is 10 s later: always due
+    registry = CollectorRegistry()
+    numbers = NumbersWatch(
+        Recording(),
+        NumbersConfig(interval_keys=("service.version",), interval_refresh_seconds=1),
+        prometheus_meter_provider(registry),
+        clock=lambda: float(next(ticks)),
+    )
+    numbers.start(refresh=True)
+    try:
+        assert refreshed.wait(30)
+        time.sleep(0.2)  # the first round's other sums
+        texts = [generate_latest(registry).decode() for _ in range(5)]
+    finally:
+        numbers.stop()
+        store.close()
+    assert all("spanjudge_segment_pass_rate" in text for text in texts)
+    assert threading.main_thread().name not in callers, callers

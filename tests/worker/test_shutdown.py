@@ -83,7 +83,7 @@ def test_sigterm_while_every_judge_call_hangs_exits_within_the_grace_period(
             # the 600 s the hanging calls would take
             assert worker.terminate(timeout=20) == 0, worker.log()
             assert time.monotonic() - sent < 20
-            assert "cancelled; their jobs are left for the next start" in worker.log()
+            assert "were cancelled; their jobs are left for the next start" in worker.log()
 
             store = open_store(f"sqlite:///{db}")
             try:
