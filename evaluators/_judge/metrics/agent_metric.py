@@ -62,25 +62,6 @@ class AgentMetric(BaseMetric):
     """Rule targets this metric may run on; a settings rule with another target is an error."""
     reads_trajectory: ClassVar[bool] = True
     """The judge-result cache keys these metrics by the trajectory too."""
-    default_template: ClassVar[type[Any]]
-
-    # the metrics built on this take exactly these parameters (deepeval's); a TOML rule's
-    # params are checked against this signature
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        strict_mode: bool = False,
-        async_mode: bool = True,
-        verbose_mode: bool = False,
-        evaluation_template: type[Any] | None = None,
-    ) -> None:
-        self.evaluation_template = evaluation_template or self.default_template
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "evaluation_template": self.evaluation_template}
 
     # ------------------------------------------------------------------ fields
     def _task(self) -> str | None:

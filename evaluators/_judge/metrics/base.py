@@ -49,6 +49,8 @@ class BaseMetric(Outcome, ABC):
     conversational: ClassVar[bool] = False
     required_fields: ClassVar[tuple[str, ...]] = ()
     higher_is_better: ClassVar[bool] = True
+    default_template: ClassVar[type[Any] | None] = None
+    """The prompts' class (deepeval's ``evaluation_template``; subclass it to change them)."""
 
     # results of the last run besides the Outcome's (deepeval's attribute names)
     evaluation_cost: float | None
@@ -64,7 +66,9 @@ class BaseMetric(Outcome, ABC):
         strict_mode: bool = False,
         async_mode: bool = True,
         verbose_mode: bool = False,
+        evaluation_template: type[Any] | None = None,
     ) -> None:
+        self.evaluation_template: Any = evaluation_template or self.default_template
         if not 0.0 <= float(threshold) <= 1.0:
             raise ConfigError(f"threshold must be between 0 and 1, got {threshold!r}")
         self._threshold_arg = float(threshold)
@@ -98,6 +102,7 @@ class BaseMetric(Outcome, ABC):
             "strict_mode": self.strict_mode,
             "async_mode": self.async_mode,
             "verbose_mode": self.verbose_mode,
+            "evaluation_template": self.evaluation_template,
         }
 
     def cache_identity(self) -> dict[str, Any]:

@@ -127,22 +127,7 @@ class BiasMetric(BaseMetric):
     display_name = "Bias"
     required_fields = ("input", "actual_output")
     higher_is_better = False
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        strict_mode: bool = False,
-        async_mode: bool = True,
-        verbose_mode: bool = False,
-        evaluation_template: type[BiasTemplate] = BiasTemplate,
-    ) -> None:
-        self.evaluation_template = evaluation_template
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "evaluation_template": self.evaluation_template}
+    default_template = BiasTemplate
 
     def _reset_intermediate(self) -> None:
         self.opinions: list[str] = []

@@ -251,15 +251,21 @@ class FaithfulnessMetric(BaseMetric):
             None if truths_extraction_limit is None else max(int(truths_extraction_limit), 0)
         )
         self.penalize_ambiguous_claims = penalize_ambiguous_claims
-        self.evaluation_template = evaluation_template
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
+        super().__init__(
+            threshold,
+            model,
+            include_reason,
+            strict_mode,
+            async_mode,
+            verbose_mode,
+            evaluation_template,
+        )
 
     def _config(self) -> dict[str, Any]:
         return {
             **super()._config(),
             "truths_extraction_limit": self.truths_extraction_limit,
             "penalize_ambiguous_claims": self.penalize_ambiguous_claims,
-            "evaluation_template": self.evaluation_template,
         }
 
     def _reset_intermediate(self) -> None:

@@ -443,7 +443,7 @@ class GEvalBase(BaseMetric):
 
     allowed_params: ClassVar[Mapping[str, str]] = SINGLE_TURN
     default_params: ClassVar[tuple[str, ...]] = ("input", "actual_output")
-    template_class: ClassVar[type[Any]] = GEvalTemplate
+    default_template: ClassVar[type[Any] | None] = GEvalTemplate
 
     def __init__(
         self,
@@ -488,8 +488,15 @@ class GEvalBase(BaseMetric):
         self.evaluation_steps: list[str] | None = self._steps_arg
         self.evaluation_params = self._fields(evaluation_params)
         self.top_logprobs = top_logprobs
-        self.evaluation_template = evaluation_template or self.template_class
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
+        super().__init__(
+            threshold,
+            model,
+            include_reason,
+            strict_mode,
+            async_mode,
+            verbose_mode,
+            evaluation_template,
+        )
 
     # ------------------------------------------------------------------ identity
     @property
@@ -520,7 +527,6 @@ class GEvalBase(BaseMetric):
             "evaluation_steps": self._steps_arg,
             "evaluation_params": list(self.evaluation_params),
             "top_logprobs": self.top_logprobs,
-            "evaluation_template": self.evaluation_template,
         }
 
     def __repr__(self) -> str:
@@ -636,7 +642,7 @@ class ConversationalGEval(GEvalBase):
     conversational = True
     allowed_params: ClassVar[Mapping[str, str]] = MULTI_TURN
     default_params: ClassVar[tuple[str, ...]] = ALWAYS_SHOWN_TURN_FIELDS
-    template_class: ClassVar[type[Any]] = ConversationalGEvalTemplate
+    default_template: ClassVar[type[Any] | None] = ConversationalGEvalTemplate
 
     def _fields(self, given: Sequence[Any] | None) -> tuple[str, ...]:
         names = super()._fields(given)

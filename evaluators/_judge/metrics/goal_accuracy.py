@@ -82,22 +82,7 @@ class GoalAccuracyMetric(BaseMetric):
     required_fields = ("turns",)
     targets: ClassVar[tuple[str, ...]] = ("conversation",)
     reads_trajectory: ClassVar[bool] = True  # the judge-result cache keys turns' trajectories
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        strict_mode: bool = False,
-        async_mode: bool = True,
-        verbose_mode: bool = False,
-        evaluation_template: type[GoalAccuracyTemplate] = GoalAccuracyTemplate,
-    ) -> None:
-        self.evaluation_template = evaluation_template
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "evaluation_template": self.evaluation_template}
+    default_template = GoalAccuracyTemplate
 
     def missing_fields(self, test_case: Any) -> list[str]:
         """``turns`` unless the conversation holds a user message answered by the assistant."""

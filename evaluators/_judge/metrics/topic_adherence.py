@@ -192,14 +192,20 @@ class TopicAdherenceMetric(BaseMetric):
                 "TopicAdherenceMetric needs relevant_topics: a non-empty list of topics"
             )
         self.relevant_topics = list(topics)
-        self.evaluation_template = evaluation_template
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode)
+        super().__init__(
+            threshold,
+            model,
+            include_reason,
+            strict_mode,
+            async_mode,
+            verbose_mode,
+            evaluation_template,
+        )
 
     def _config(self) -> dict[str, Any]:
         return {
             **super()._config(),
             "relevant_topics": self.relevant_topics,
-            "evaluation_template": self.evaluation_template,
         }
 
     def _reset_intermediate(self) -> None:
