@@ -50,6 +50,7 @@ from spanjudge._receive.limits import (
 )
 from spanjudge._store import DEFAULT_STORE_URL
 from spanjudge.errors import ConfigError
+from spanjudge.evaluators._enrich import MAX_HOLD_SECONDS
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number
@@ -159,7 +160,7 @@ class WorkerSettings(LoopSettings, BaseSettings):
         "store.",
     )
     max_hold_seconds: Number = Field(
-        default=120.0,
+        default=MAX_HOLD_SECONDS,
         gt=0,
         le=86400,
         description="Enrich mode: the longest a span waits for its scores.",

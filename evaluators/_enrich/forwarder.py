@@ -45,6 +45,7 @@ from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store.base import Outbox
 from spanjudge._store.models import OutboxEntry, OutboxItem
 from spanjudge.errors import ConfigError
+from spanjudge.evaluators._enrich import MAX_HOLD_SECONDS
 from spanjudge.evaluators._enrich.requests import (
     MAX_REQUEST_BYTES,
     request_end,
@@ -86,7 +87,7 @@ class Enricher:
         store: Outbox,
         span_exporter: SpanExporter,
         *,
-        max_hold_seconds: float = 120.0,
+        max_hold_seconds: float = MAX_HOLD_SECONDS,
         telemetry: Telemetry | None = None,
         clock: Callable[[], float] = time.time,
         batch_size: int = 2048,

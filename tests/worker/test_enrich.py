@@ -359,3 +359,15 @@ def test_the_readme_example_runs_offline_and_prints_scores_on_spans() -> None:
     assert "not an LLM" in out
     assert "spanjudge.score.faithfulness.label = fail" in out  # the planted 90-vs-30-days answer
     assert "spanjudge.score.faithfulness.value = 0.5" in out
+
+
+def test_the_hold_default_is_spelt_once_the_settings_field_names_it() -> None:
+    """Issue 36: the Enricher's hold default was a second 120.0; it is now the settings
+    field's own value (one object), whatever that value is."""
+    import inspect
+
+    from spanjudge.evaluators._enrich.forwarder import Enricher
+    from spanjudge.settings import WorkerSettings
+
+    default = inspect.signature(Enricher).parameters["max_hold_seconds"].default
+    assert default is WorkerSettings.model_fields["max_hold_seconds"].default
