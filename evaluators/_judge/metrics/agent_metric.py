@@ -20,8 +20,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from spanjudge.evaluators._judge.metrics.agent_text import AgentView, agent_view, step_label
+from pydantic import BaseModel
+
+from spanjudge.evaluators._judge.metrics.agent_text import (
+    AgentView,
+    agent_view,
+    judged_calls,
+    render_calls,
+    render_steps,
+    render_task,
+    render_tools,
+    step_label,
+)
 from spanjudge.evaluators._judge.metrics.base import BaseMetric
+from spanjudge.evaluators._judge.metrics.schemas import expect_count
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 __all__ = ["AGENT_TARGETS", "AgentMetric", "name_steps"]
@@ -103,6 +115,34 @@ class AgentMetric(BaseMetric):
         if labels:
             text += f" Steps that lowered the score: {joined(labels)}."
         self._reason_text = text
+
+    async def _a_call_verdicts(
+        self, view: AgentView, schema: type[BaseModel], tools: AgentView, right: str
+    ) -> tuple[float, str, str, list[str]] | None:
+        """One yes/no verdict per tool call (the calls :func:`judged_calls` picks) from one
+        judge call of the template's ``generate_verdicts``, the tools shown from ``tools``.
+        Sets ``judged`` and ``verdicts``; returns (share of "yes", the count line, e.g.
+        "2 of 3 tool calls {right}", the judge's reason, the labels of the "no" steps), or
+        None when the agent called no tool."""
+        calls, total = judged_calls(view)
+        if not calls:
+            return None
+        prompt = self.evaluation_template.generate_verdicts(
+            render_task(view),
+            render_tools(tools),
+            render_steps(view),
+            render_calls(calls),
+            len(calls),
+        )
+        checked = expect_count(schema, "verdicts", len(calls))
+        answer: Any = await self._ask("Verdicts", prompt, checked)
+        self.judged, self.verdicts = calls, list(answer.verdicts)
+        wrong = [c for c, v in zip(calls, self.verdicts, strict=True) if v.verdict == "no"]
+        head = f"{len(calls) - len(wrong)} of {len(calls)} tool calls {right}"
+        if total > len(calls):
+            head += f" (the first {len(calls)} of {total} calls judged)"
+        score = (len(calls) - len(wrong)) / len(calls)
+        return score, head, str(answer.reason), [step_label(c) for c in wrong]
 
     async def _a_reason(self, score: float) -> str | None:
         # the reason came with the verdict in the same judge call: no second call

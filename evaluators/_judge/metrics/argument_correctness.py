@@ -16,15 +16,7 @@ from typing import Any
 
 from spanjudge.evaluators._judge.metrics.agent_metric import AgentMetric
 from spanjudge.evaluators._judge.metrics.agent_schemas import ArgumentVerdict, ArgumentVerdicts
-from spanjudge.evaluators._judge.metrics.agent_text import (
-    judged_calls,
-    render_calls,
-    render_steps,
-    render_task,
-    render_tools,
-    step_label,
-)
-from spanjudge.evaluators._judge.metrics.schemas import expect_count
+from spanjudge.evaluators._judge.metrics.agent_text import step_label
 from spanjudge.evaluators._judge.quoting import quote
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
@@ -92,26 +84,12 @@ class ArgumentCorrectnessMetric(AgentMetric):
 
     async def _a_compute(self, test_case: LLMTestCase) -> float:
         view = self._view(test_case)
-        calls, total = judged_calls(view)
-        if not calls:
+        judged = await self._a_call_verdicts(
+            view, ArgumentVerdicts, view, "had the right arguments"
+        )
+        if judged is None:
             self._explain_labels(1.0, "No tool was called, so no argument was wrong.", [])
             return 1.0
-        prompt = self.evaluation_template.generate_verdicts(
-            render_task(view),
-            render_tools(view),
-            render_steps(view),
-            render_calls(calls),
-            len(calls),
-        )
-        schema = expect_count(ArgumentVerdicts, "verdicts", len(calls))
-        answer = await self._ask("Verdicts", prompt, schema)
-        self.judged, self.verdicts = calls, list(answer.verdicts)
-        wrong = [c for c, v in zip(calls, self.verdicts, strict=True) if v.verdict == "no"]
-        right = len(calls) - len(wrong)
-        head = f"{right} of {len(calls)} tool calls had the right arguments"
-        if total > len(calls):
-            head += f" (the first {len(calls)} of {total} calls judged)"
-        labels = [step_label(c) for c in wrong]
-        score = right / len(calls)
-        self._explain_labels(score, answer.reason, labels, head + ".")
+        score, head, reason, labels = judged
+        self._explain_labels(score, reason, labels, head + ".")
         return score

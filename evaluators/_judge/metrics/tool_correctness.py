@@ -33,13 +33,8 @@ from spanjudge.evaluators._judge.metrics.agent_schemas import (
 from spanjudge.evaluators._judge.metrics.agent_text import (
     AgentView,
     judged_calls,
-    render_calls,
-    render_steps,
-    render_task,
-    render_tools,
     step_label,
 )
-from spanjudge.evaluators._judge.metrics.schemas import expect_count
 from spanjudge.evaluators._judge.metrics.tool_matching import (
     describe_expected,
     score_expected,
@@ -184,29 +179,16 @@ class ToolCorrectnessMetric(AgentMetric):
     async def _a_selection(
         self, view: AgentView, offered: Sequence[Any]
     ) -> tuple[float, str, list[str]]:
-        calls, total = judged_calls(view)
-        if not calls:
+        shown = AgentView(view.task, view.final_output, view.steps, offered, view.steps_dropped)
+        judged = await self._a_call_verdicts(
+            view, ToolSelectionVerdicts, shown, "were the right choice"
+        )
+        if judged is None:
             self.selection_score = 1.0
             return 1.0, "No tool was called, so no tool choice was wrong.", []
-        shown = AgentView(view.task, view.final_output, view.steps, offered, view.steps_dropped)
-        prompt = self.evaluation_template.generate_verdicts(
-            render_task(view),
-            render_tools(shown),
-            render_steps(view),
-            render_calls(calls),
-            len(calls),
-        )
-        schema = expect_count(ToolSelectionVerdicts, "verdicts", len(calls))
-        answer = await self._ask("Verdicts", prompt, schema)
-        self.judged, self.verdicts = calls, list(answer.verdicts)
-        wrong = [c for c, v in zip(calls, self.verdicts, strict=True) if v.verdict == "no"]
-        score = (len(calls) - len(wrong)) / len(calls)
+        score, head, reason, labels = judged
         self.selection_score = score
-        head = f"{len(calls) - len(wrong)} of {len(calls)} tool calls were the right choice"
-        if total > len(calls):
-            head += f" (the first {len(calls)} of {total} calls judged)"
-        labels = [step_label(c) for c in wrong]
-        return score, f"{head}. {answer.reason}".strip(), labels
+        return score, f"{head}. {reason}".strip(), labels
 
     def _offered(self, view: AgentView) -> list[Any]:
         return list(self.available_tools) or list(view.tools_available)
