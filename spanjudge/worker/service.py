@@ -122,6 +122,7 @@ class Worker:
                 max_hold_seconds=settings.max_hold_seconds,
                 telemetry=self.telemetry,
                 clock=clock,
+                journal=_send_journal(self.store),
             )
         self.monitor = Monitor(
             self.rules,
@@ -338,6 +339,15 @@ class Worker:
             self.shutdown(max(1.0, grace - spent))
         logger.warning("spanjudge worker stopped")
         return 0
+
+
+def _send_journal(store: Any) -> str | None:
+    """Where enrich mode notes the request in flight: beside a SQLite store's file (a worker
+    restarted on PostgreSQL may be another host: it sends such a request again)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, str) or path == ":memory:":
+        return None
+    return f"{path}.forwarding"
 
 
 def _signal_url(endpoint: str | None, signal: str) -> str | None:

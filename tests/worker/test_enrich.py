@@ -371,3 +371,50 @@ def test_the_hold_default_is_spelt_once_the_settings_field_names_it() -> None:
 
     default = inspect.signature(Enricher).parameters["max_hold_seconds"].default
     assert default is WorkerSettings.model_fields["max_hold_seconds"].default
+
+
+class Killed(BaseException):
+    """The process dies: raised by the backend after it took a request, before it answers."""
+
+
+class KilledWhileAnswering(FlakyBackend):
+    """Takes the first request, then the worker is killed before the answer comes (a backend
+    taking 2 s a request makes this the usual moment of a SIGKILL)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kill = True
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        if self.kill:
+            self.kill = False
+            raise Killed
+        return result
+
+
+def test_a_kill_while_the_backend_takes_a_request_does_not_send_it_again(
+    tmp_path: Path, offline_judge: ScriptedJudgeServer, demo_records: list[SpanRecord]
+) -> None:
+    """Issue 41: 6 SIGKILLs while the downstream took 2 s a request sent 62 of 108 spans twice;
+    the request in flight is now noted beside the store and taken as delivered on restart."""
+    clock, backend = Clock(), KilledWhileAnswering()
+    config = base_config(offline_judge, f"sqlite:///{tmp_path}/enrich.db", "http://127.0.0.1:9")
+    config.update(mode="enrich", settle_seconds=SETTLE, idle_seconds=IDLE, max_hold_seconds=HOLD)
+
+    first = Worker(load_settings(None, **config), span_exporter=backend, clock=clock)
+    first.gate.write(demo_records)
+    with pytest.raises(Killed):
+        first.enricher.drain()
+    assert app_span_ids(backend), "the backend took the first request"
+    # the process is gone: its lock on the journal and its store connections with it
+    first.enricher.journal.close()
+    first.store.close()
+    clock.now += 120  # past the dead process's leases
+
+    second = Worker(load_settings(None, **config), span_exporter=backend, clock=clock)
+    try:
+        evaluate_everything(second, clock)
+        assert_each_span_once(backend, demo_records)
+    finally:
+        second.shutdown(5)
