@@ -11,6 +11,7 @@ built from ``params`` with the worker's judge), the filter is a table and ``buil
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import Field
@@ -41,3 +42,15 @@ class RuleConfig(RuleOptions):
         description='"module:function" building the test case from the spans, instead of the '
         "built-in rebuild.",
     )
+
+
+def precision_targets(rules: Iterable[RuleConfig]) -> dict[str, float]:
+    """Rule name -> ``target_half_width`` of the file's rules that state one: what
+    ``scores --summary`` and the worker's ``under_covered`` gauge compare intervals with. A rule
+    without a ``name`` is named ``<metric>-<target>`` (a ``geval`` rule: give it a name, its
+    default one comes from its params)."""
+    return {
+        rule.name or f"{rule.metric}-{rule.target}": rule.target_half_width
+        for rule in rules
+        if rule.target_half_width is not None
+    }

@@ -16,11 +16,32 @@ from the store's summary sums of the rule's last 24 hours (``spanjudge/_store/su
   both, the lower of the two levels. The probability is ``n / N``, at most 1, at least
   :data:`MIN_PROBABILITY`.
 
+**A budget is a budget.** Under ``budget_per_day`` (or the daily evaluations a
+``budget_cost_per_day`` buys) the segments share ``(1 - risk_budget_share)`` of it, less a
+margin of two standard deviations of a day's Poisson count (``2 sqrt(B)``), so a day's calls
+stay under the budget rather than meeting it on average; risk boosts (a new version's first
+six hours, an error, a fail label: :mod:`~spanjudge.evaluators._plan.risk`) spend from the
+remaining ``risk_budget_share``: each boost's expected extra calls (its raised probability
+minus its segment's) are counted per UTC day, and once the share is spent a risky target is
+sampled at its segment's rate until the day rolls over. The planner's
+:class:`~spanjudge.evaluators._plan.sampler.Budget` refuses any admission past
+``budget_per_day`` (a hard cap: the allocation makes it rare). No burst past the budget is
+allowed, a deploy day included.
+
+**Segments that cannot reach the target.** With ``target_half_width`` a segment needs
+``n = z^2 S^2 / h^2`` verdicts a day; one whose traffic (or share of the budget) gives fewer is
+listed in :attr:`AllocationState.short` with the half-width it can expect, ``z sqrt(S^2 / n)``,
+and so is a segment the planner saw targets of but that has no verdict in the window (sampled at
+the cold-start rate, it may go days without one); each is logged once as a WARNING naming the
+rule and the segment. ``scores --summary`` and the worker's ``spanjudge_segment_under_covered``
+gauge report the segments whose interval is wider than the target.
+
 Decisions stay deterministic: a target is kept when its stable hash point
 (:func:`~spanjudge.evaluators._plan.sampler.sample_point`) is under its probability.
 The probability depends only on the allocation state (the sums read at the last refresh, at
 most every :data:`REFRESH_SECONDS`), the target's segment value and its risk signals, so every
-worker reading the same store and every replay with the same state decides the same. The
+worker reading the same store and every replay with the same state decides the same (the risk
+share's daily count is the one exception: it is this process's, in the order it plans). The
 probability is recorded on the result (``sample_rate``), whose weight ``1/p`` keeps every
 estimate unbiased. A segment the state does not know yet, and every target before the first
 refresh, is sampled at the rule's ``sample_rate``.
@@ -34,6 +55,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +71,8 @@ if TYPE_CHECKING:
     from spanjudge.evaluators._plan.rules import Rule
     from spanjudge.evaluators._rebuild.targets import Target
 
+logger = logging.getLogger("spanjudge.allocation")
+
 __all__ = [
     "MIN_PROBABILITY",
     "REFRESH_SECONDS",
@@ -58,6 +82,7 @@ __all__ = [
     "allocate",
     "budget_level",
     "segment_value",
+    "short_segments",
 ]
 
 MIN_PROBABILITY = 1e-4
@@ -66,6 +91,8 @@ under 10,000."""
 REFRESH_SECONDS = 300.0
 """How often a rule's allocation is read again from the store."""
 _FAIL_CACHE = 5000  # traces whose labels are remembered (a few pages of planning)
+_MAX_COLD = 1000  # cold segments remembered per rule between refreshes
+_MAX_WARNED = 10_000  # rule x segment pairs warned about (each once)
 WINDOW_SECONDS = 86400.0
 """The window of results an allocation is computed from (the interval gauges' 24 hours)."""
 VERSION_WINDOW_SECONDS = 7 * 86400.0
@@ -140,6 +167,29 @@ def allocate(
     }
 
 
+def short_segments(
+    sums: Mapping[str, SegmentSums],
+    probabilities: Mapping[str, float],
+    *,
+    half_width: float,
+    window_days: float = 1.0,
+    confidence: float = 0.95,
+) -> dict[str, float]:
+    """Segments whose expected verdicts a day at ``probabilities`` cannot reach
+    ``half_width``, each with the half-width it can expect (``z sqrt(S^2 / n)``)."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    out: dict[str, float] = {}
+    for key, s in sums.items():
+        if key not in probabilities or s.pass_weight <= 0:
+            continue
+        weight, var = _spread(s)
+        expected = probabilities[key] * weight / max(window_days, 1e-9)
+        reachable = z * math.sqrt(var / expected) if expected > 0 else math.inf
+        if reachable > half_width * (1 + 1e-9):
+            out[key] = reachable
+    return out
+
+
 @dataclass(frozen=True)
 class AllocationState:
     """What a rule's decisions depend on besides the target: read at ``computed_at``."""
@@ -148,6 +198,10 @@ class AllocationState:
     #: when each ``service.version`` got its first result (new versions are a risk signal)
     versions_first_seen: Mapping[str, float] = field(default_factory=dict)
     computed_at: float = -math.inf
+    #: expected extra calls a day risk boosts may spend (None: no budget, boosts unbounded)
+    risk_allowance: float | None = None
+    #: segments that cannot reach ``target_half_width``, with the half-width they can expect
+    short: Mapping[str, float] = field(default_factory=dict)
 
 
 def _per_segment(sums: Mapping[tuple[str, str, str], SegmentSums]) -> dict[str, SegmentSums]:
@@ -174,6 +228,11 @@ class Allocation:
         self._lock = threading.Lock()
         self._states: dict[str, AllocationState] = {}
         self._fail_labels: dict[str, bool] = {}
+        # per rule: (UTC day, expected extra calls its risk boosts spent that day)
+        self._risk_spent: dict[str, tuple[int, float]] = {}
+        # per rule: segments planned at the cold-start rate -> when last (bounded, 24 hours)
+        self._cold: dict[str, dict[str, float]] = {}
+        self._warned: set[tuple[str, str]] = set()
 
     def state(self, rule: Rule, now: float) -> AllocationState:
         """The rule's allocation state, read again when older than the refresh interval."""
@@ -191,10 +250,18 @@ class Allocation:
     ) -> float:
         """A target rule's probability for ``target``: its segment's in the allocation (the
         rule's ``sample_rate`` for a segment not seen yet), at least ``risk_sample_rate`` when
-        it shows a risk signal (:mod:`~spanjudge.evaluators._plan.risk`)."""
+        it shows a risk signal (:mod:`~spanjudge.evaluators._plan.risk`) and the day's risk
+        share of the budget is not spent yet."""
         state = self.state(rule, now)
         value = segment_value(target, rule.allocate_by, rule.segment_keys)
-        rate = state.probabilities.get(value, rule.sample_rate)
+        rate = state.probabilities.get(value)
+        if rate is None:
+            rate = rule.sample_rate
+            if rule.target_half_width is not None:
+                with self._lock:
+                    cold = self._cold.setdefault(rule.name, {})
+                    if value in cold or len(cold) < _MAX_COLD:
+                        cold[value] = now
         if rule.risk_sample_rate <= rate:
             return rate
         risky = risk_signals(
@@ -203,7 +270,25 @@ class Allocation:
             first_seen=state.versions_first_seen,
             labelled_fail=self._labelled_fail(target.trace_id),
         )
-        return max(rate, rule.risk_sample_rate) if risky else rate
+        if not risky:
+            return rate
+        boosted = max(rate, rule.risk_sample_rate)
+        return boosted if self._spend_risk(rule.name, state, boosted - rate, now) else rate
+
+    def _spend_risk(self, rule: str, state: AllocationState, extra: float, now: float) -> bool:
+        """Charge a boost's expected extra calls to the day's risk share; False when the share
+        cannot pay for it (no budget: always True)."""
+        if state.risk_allowance is None:
+            return True
+        day = int(now // 86400)
+        with self._lock:
+            spent_day, spent = self._risk_spent.get(rule, (day, 0.0))
+            if spent_day != day:
+                spent = 0.0
+            if spent + extra > state.risk_allowance:
+                return False
+            self._risk_spent[rule] = (day, spent + extra)
+            return True
 
     def _labelled_fail(self, trace_id: str | None) -> bool:
         if trace_id is None:
@@ -243,17 +328,65 @@ class Allocation:
         seen = min((s.first_at for s in by_segment.values()), default=now)
         window_days = max(min(now - seen, WINDOW_SECONDS), self._refresh) / 86400.0
         per_day = _per_day(rule, self._store, by_segment, since)
+        boosts = per_day is not None and rule.risk_sample_rate > 0
+        share = rule.risk_budget_share if boosts else 0.0
+        planned = None
+        if per_day is not None:
+            planned = per_day * (1 - share)
+            planned = max(planned - 2 * math.sqrt(planned), planned / 2)  # the day's margin
         probabilities = allocate(
             by_segment,
-            per_day=per_day,
+            per_day=planned,
             half_width=rule.target_half_width,
             window_days=window_days,
+        )
+        # judged once the results span (most of) the day the target is over: before, every
+        # segment looks short (the oldest result in the window is at most 24 hours old)
+        judged = rule.target_half_width is not None and now - seen >= 0.9 * WINDOW_SECONDS
+        short = (
+            short_segments(
+                by_segment,
+                probabilities,
+                half_width=rule.target_half_width,
+                window_days=window_days,
+            )
+            if judged and rule.target_half_width is not None
+            else {}
         )
         versions = _per_segment(
             summary(by="service.version", since=now - VERSION_WINDOW_SECONDS, rule=rule.name)
         )
         first_seen = {v: s.first_at for v, s in versions.items() if math.isfinite(s.first_at)}
-        return AllocationState(probabilities, first_seen, now)
+        if rule.target_half_width is not None:
+            with self._lock:
+                seen_cold = self._cold.get(rule.name, {})
+                for value in [v for v, at in seen_cold.items() if now - at >= WINDOW_SECONDS]:
+                    del seen_cold[value]  # not planned for a day: no longer reported
+                cold = set(seen_cold)
+            if judged:
+                short = {**{v: math.inf for v in cold if v not in probabilities}, **short}
+                self._warn_short(rule, short)
+        allowance = per_day * share if per_day is not None and boosts else None
+        return AllocationState(probabilities, first_seen, now, allowance, short)
+
+    def _warn_short(self, rule: Rule, short: Mapping[str, float]) -> None:
+        """One WARNING per rule x segment that cannot reach the rule's target."""
+        for value, reachable in sorted(short.items()):
+            if (rule.name, value) in self._warned or len(self._warned) >= _MAX_WARNED:
+                continue
+            self._warned.add((rule.name, value))
+            if math.isinf(reachable):
+                logger.warning(
+                    "rule %s: segment %s=%s has no verdict in the last 24 hours: sampled at "
+                    "the cold-start rate %g, it cannot reach the target half-width %g",
+                    rule.name, rule.allocate_by, value, rule.sample_rate, rule.target_half_width,
+                )  # fmt: skip
+            else:
+                logger.warning(
+                    "rule %s: segment %s=%s gets too few verdicts for the target half-width "
+                    "%g: about %.3g is all its traffic or budget allows",
+                    rule.name, rule.allocate_by, value, rule.target_half_width, reachable,
+                )  # fmt: skip
 
 
 _MAX_VALUE_CHARS = 128

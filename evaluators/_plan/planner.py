@@ -123,11 +123,24 @@ class Planner:
         day_start = now - (now % 86400)
         for rule in rules.values():
             budget = Budget(
-                max_per_minute=rule.max_per_minute, max_cost_per_day=rule.max_cost_per_day
+                max_per_minute=rule.max_per_minute,
+                max_cost_per_day=rule.max_cost_per_day,
+                max_per_day=rule.budget_per_day,  # a budget is a cap, not an average
             )
             if rule.max_cost_per_day is not None:
                 budget.seed(self.store.results_cost_since(rule=rule.name, since=day_start))
+            if rule.budget_per_day is not None:
+                budget.seed_count(self._results_today(rule, day_start), now)
             self.budgets[rule.name] = budget
+
+    def _results_today(self, rule: Rule, day_start: float) -> int:
+        """The rule's results since ``day_start``: what a restart resumes the daily cap from
+        (jobs queued but not done yet are not counted)."""
+        summary = getattr(self.store, "summary_sums", None)
+        if summary is None:
+            return 0
+        sums = summary(since=day_start, rule=rule.name)
+        return sum(s.scored + s.errors + s.skipped for s in sums.values())
 
     def record_cost(self, rule: str, cost: float, now: float) -> None:
         """Charge a finished evaluation's judge cost to its rule's daily budget."""

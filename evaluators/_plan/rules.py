@@ -225,6 +225,12 @@ class RuleOptions(BaseModel):
     risk_sample_rate: Share = Field(
         default=1.0, description="Under a target: least rate of a risky target."
     )
+    risk_budget_share: Share = Field(
+        default=0.2,
+        description="Under a budget: the share of each day's budget that risk boosts (new "
+        "versions, errors, fail labels) may spend; the rest is spread over segments. Past it a "
+        "risky target is sampled at its segment's rate, and no day goes past the budget.",
+    )
     sample_by: SampleBy = Field(
         default="target",
         description="What the sample decision is keyed on: target (a hash per rule), trace "
@@ -314,7 +320,9 @@ class Rule(CheckedModel, RuleOptions):
       probability (:mod:`~spanjudge.evaluators._plan.allocation`); ``sample_rate`` is
       the probability of a segment it has not seen yet. A target showing a risk signal
       (:mod:`~spanjudge.evaluators._plan.risk`) is sampled with at least
-      ``risk_sample_rate``. The probability used is recorded on the result.
+      ``risk_sample_rate``, from ``risk_budget_share`` of the day's budget when there is one
+      (never past the budget: ``budget_per_day`` is also a hard daily cap). The probability
+      used is recorded on the result.
 
     The fields besides ``metric``, ``filter``, ``build_case`` and ``context_fallback`` are
     :class:`RuleOptions`', shared with the worker file's rules. A bad argument raises

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 _TWO_64 = float(2**64)
 RATE_BUDGET = "rate_budget"
 COST_BUDGET = "cost_budget"
+DAY_BUDGET = "day_budget"
 _WINDOW_SECONDS = 60.0
 _DAY_SECONDS = 86400
 
@@ -155,6 +156,9 @@ class Budget:
     * ``max_cost_per_day``: once the judge cost recorded for the current UTC day reaches this
       amount, nothing more is admitted until the day rolls over. :meth:`record` adds a finished
       evaluation's cost; :meth:`seed` restores the day's spend after a restart.
+    * ``max_per_day``: at most this many admissions in the current UTC day (a rule's
+      ``budget_per_day``: the allocation plans under it, this makes it a cap);
+      :meth:`seed_count` restores the day's count after a restart.
 
     Example::
 
@@ -167,7 +171,10 @@ class Budget:
     """
 
     def __init__(
-        self, max_per_minute: int | None = None, max_cost_per_day: float | None = None
+        self,
+        max_per_minute: int | None = None,
+        max_cost_per_day: float | None = None,
+        max_per_day: float | None = None,
     ) -> None:
         if max_per_minute is not None and (
             isinstance(max_per_minute, bool)
@@ -184,11 +191,19 @@ class Budget:
             raise ConfigError(
                 f"max_cost_per_day must be a positive number, got {max_cost_per_day!r}"
             )
+        if max_per_day is not None and (
+            isinstance(max_per_day, bool)
+            or not isinstance(max_per_day, (int, float))
+            or not max_per_day > 0
+        ):
+            raise ConfigError(f"max_per_day must be a positive number, got {max_per_day!r}")
         self.max_per_minute = max_per_minute
+        self.max_per_day = max_per_day
         self.max_cost_per_day = None if max_cost_per_day is None else float(max_cost_per_day)
         self._lock = threading.Lock()
         self._admitted: deque[float] = deque()
         self._spent = 0.0
+        self._count = 0  # admissions in the budget day
         self._day: int | None = None  # UTC day number the spend belongs to; None: next call's
 
     # -------------------------------------------------------------- internals (lock held)
@@ -201,6 +216,7 @@ class Budget:
             # which is the safe side for a clock the caller controls)
             self._day = day
             self._spent = 0.0
+            self._count = 0
 
     def _prune(self, now: float) -> None:
         horizon = now - _WINDOW_SECONDS
@@ -215,11 +231,14 @@ class Budget:
             self._roll(now)
             if self.max_cost_per_day is not None and self._spent >= self.max_cost_per_day:
                 return COST_BUDGET
+            if self.max_per_day is not None and self._count + 1 > self.max_per_day:
+                return DAY_BUDGET
             if self.max_per_minute is not None:
                 self._prune(now)
                 if len(self._admitted) >= self.max_per_minute:
                     return RATE_BUDGET
                 self._admitted.append(now)
+            self._count += 1
             return None
 
     def record(self, cost: float | None, now: float) -> None:
@@ -244,6 +263,12 @@ class Budget:
         with self._lock:
             self._spent = max(0.0, float(spent_today or 0.0))
             self._day = None if now is None else int(now // _DAY_SECONDS)
+
+    def seed_count(self, admitted_today: int, now: float) -> None:
+        """Resume the day's admissions (the rule's results of that UTC day) after a restart."""
+        with self._lock:
+            self._roll(now)
+            self._count = max(0, int(admitted_today))
 
     @property
     def spent_today(self) -> float:

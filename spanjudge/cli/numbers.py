@@ -10,6 +10,7 @@ by :mod:`spanjudge.cli.review`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -58,14 +59,21 @@ def merged_sums(
 
 
 def summary_of(
-    store: Any, *, by: str | None, since: float | None, rule: str | None, cap: int
+    store: Any,
+    *,
+    by: str | None,
+    since: float | None,
+    rule: str | None,
+    cap: int,
+    targets: Mapping[str, float] | None = None,
 ) -> list[SegmentSummary]:
     """The summary rows of ``store`` (or a list of stores, summed): per rule x segment of
-    ``by``, ``cap`` segments each."""
+    ``by``, ``cap`` segments each; ``targets`` (rule -> ``target_half_width``) marks the rows
+    whose interval misses it (``under_covered``)."""
     from spanjudge.evaluators._review.estimates import fold_segments, summarize
 
     sums, folded = fold_segments(merged_sums(store, by, since, rule), cap)
-    return summarize(sums, by=by, folded=folded)
+    return summarize(sums, by=by, folded=folded, targets=targets)
 
 
 def period_text(seconds: float) -> str:
@@ -110,13 +118,32 @@ def print_summary(rows: list[SegmentSummary], *, by: str | None, since: str, as_
         table.add_column(name, overflow="fold")
     for name in ("pass rate", "n_eff", "mean score"):
         table.add_column(name, no_wrap=True)
+    targeted = any(row.target_half_width is not None for row in rows)
+    if targeted:
+        table.add_column("target", no_wrap=True)
     for row in rows:
         segment = row.segment + (f" ({row.folded} segments)" if row.folded else "")
-        table.add_row(
+        cells = [
             row.rule, row.metric, segment, str(row.scored), str(row.skipped), str(row.errors),
             _ci(row.pass_rate), f"{row.effective_n:.0f}", _ci(row.mean_score),
-        )  # fmt: skip
+        ]  # fmt: skip
+        if targeted:
+            cells.append(_target_text(row))
+        table.add_row(*cells)
     screen.print(table)
+    short = [row for row in rows if row.under_covered]
+    if short:
+        screen.print(
+            f"{len(short)} segment(s) under-covered: their interval is wider than the rule's "
+            "target_half_width (too little traffic, or budget, for that precision)"
+        )
+
+
+def _target_text(row: SegmentSummary) -> str:
+    if row.target_half_width is None:
+        return ""
+    mark = "under-covered" if row.under_covered else "met"
+    return f"±{row.target_half_width:g} {mark}"
 
 
 def _effect_text(effect: Effect) -> str:

@@ -290,6 +290,7 @@ def scores(
     --summary, each rule's pass rate and mean score with their intervals (with --store given
     once per worker group, each group's sums added up)."""
     from spanjudge._core.telemetry import evaluation_label
+    from spanjudge.rule_settings import precision_targets
 
     if (key is not None or as_json) and not summary:
         usage_error("--by and --json go with --summary")
@@ -303,8 +304,9 @@ def scores(
         start = since_option_value(since)
         with opened_stores(settings, store_urls) as stores:
             rows = summary_of(
-                stores, by=key, since=start, rule=rule, cap=cap or settings.segment_cap
-            )
+                stores, by=key, since=start, rule=rule, cap=cap or settings.segment_cap,
+                targets=precision_targets(settings.rules),
+            )  # fmt: skip
         rows = [r for r in rows if metric is None or r.metric == metric]
         print_summary(rows, by=key, since=since, as_json=as_json)
         return

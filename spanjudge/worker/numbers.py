@@ -9,7 +9,11 @@ the worker sums the store's results (one grouped query per key, ``summary_sums``
   what a dashboard draws as a band, over ``interval_window_seconds``;
 * ``spanjudge_segment_results{..., status}`` (scored, skipped, error) in that window;
 * ``spanjudge_segment_folded{rule, metric, segment_key}``: segments beyond ``segment_cap`` per
-  rule, folded into the segment ``other`` (the series per rule stay bounded);
+  rule, folded into the segment ``other`` (``(other)`` when a real segment has that name; the
+  series per rule stay bounded);
+* ``spanjudge_segment_under_covered{rule, metric, segment_key, segment}``: 1 when the rule
+  states a ``target_half_width`` and the segment's pass-rate interval is wider (or it has none),
+  else 0; the planner logs each such segment once as a WARNING (its allocation);
 * ``spanjudge_regression{rule, metric, segment_key, baseline, candidate, measure, stat}``,
   ``stat`` = ``effect`` | ``low`` | ``high`` | ``e_value`` | ``decision`` (-1 worse, 0 none
   yet, +1 better), ``measure`` = ``pass_rate`` | ``mean_score``: each candidate segment
@@ -46,9 +50,10 @@ from spanjudge.evaluators._review.regressions import (
     Comparison,
     compare_segments,
 )
+from spanjudge.rule_settings import precision_targets
 from spanjudge.settings import WorkerSettings
 
-__all__ = ["METRICS", "NumbersConfig", "NumbersWatch", "watch_numbers"]
+__all__ = ["METRICS", "UNDER_COVERED", "NumbersConfig", "NumbersWatch", "watch_numbers"]
 
 logger = logging.getLogger("spanjudge.regressions")
 
@@ -56,8 +61,11 @@ PASS_RATE: Final = "spanjudge.segment.pass_rate"
 MEAN_SCORE: Final = "spanjudge.segment.mean_score"
 SEGMENT_RESULTS: Final = "spanjudge.segment.results"
 SEGMENTS_FOLDED: Final = "spanjudge.segment.folded"
+UNDER_COVERED: Final = "spanjudge.segment.under_covered"
 REGRESSION: Final = "spanjudge.regression"
-METRICS: Final = (PASS_RATE, MEAN_SCORE, SEGMENT_RESULTS, SEGMENTS_FOLDED, REGRESSION)
+METRICS: Final = (
+    PASS_RATE, MEAN_SCORE, SEGMENT_RESULTS, SEGMENTS_FOLDED, UNDER_COVERED, REGRESSION
+)  # fmt: skip
 PREVIOUS: Final = "previous"
 NO_KEY: Final = "none"  # the segment_key label of the rows not split by a key
 
@@ -83,6 +91,8 @@ class NumbersConfig:
     regression_window_seconds: float = _setting("regression_window_seconds")
     regression_alpha: float = _setting("regression_alpha")
     interval_refresh_seconds: float = _setting("interval_refresh_seconds")
+    #: (rule name, target_half_width) of the rules that state a precision target
+    targets: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Any) -> NumbersConfig:
@@ -90,7 +100,9 @@ class NumbersConfig:
         mapping ``{key = "service.version", value = "1.4.0"}`` (value default "previous")."""
         values: dict[str, Any] = {}
         for name in cls.__dataclass_fields__:
-            if name != "regression_baseline" and getattr(settings, name, None) is not None:
+            if name in ("regression_baseline", "targets"):
+                continue
+            if getattr(settings, name, None) is not None:
                 values[name] = getattr(settings, name)
         baseline = getattr(settings, "regression_baseline", None)
         if baseline is not None and hasattr(baseline, "key"):  # the settings' table
@@ -102,6 +114,7 @@ class NumbersConfig:
             values["regression_baseline"] = baseline
         if "interval_keys" in values:
             values["interval_keys"] = tuple(values["interval_keys"])
+        values["targets"] = tuple(sorted(precision_targets(getattr(settings, "rules", []))))
         return cls(**values)
 
 
@@ -148,6 +161,7 @@ class NumbersWatch:
             (MEAN_SCORE, "Mean score per rule x segment with its 95% interval (bound label)"),
             (SEGMENT_RESULTS, "Results per rule x segment in the interval window, by status"),
             (SEGMENTS_FOLDED, "Segments per rule beyond the cap, folded into 'other'"),
+            (UNDER_COVERED, "1: the segment's pass-rate interval misses its rule's target"),
             (REGRESSION, "Candidate vs baseline segment: effect, its interval, decision"),
         ):
             meter.create_observable_gauge(
@@ -222,9 +236,11 @@ class NumbersWatch:
             sums = self.store.summary_sums(by=key, since=now - config.interval_window_seconds)
             kept, folded = fold_segments(sums, config.segment_cap)
             label = key or NO_KEY
-            for row in summarize(kept, by=key, folded=folded):
+            for row in summarize(kept, by=key, folded=folded, targets=dict(config.targets)):
                 base = {"rule": row.rule, "metric": row.metric, "segment_key": label,
                         "segment": row.segment}  # fmt: skip
+                if row.target_half_width is not None:
+                    out[UNDER_COVERED].append((float(row.under_covered), base))
                 for gauge, estimate in ((PASS_RATE, row.pass_rate), (MEAN_SCORE, row.mean_score)):
                     for bound in ("value", "low", "high"):
                         value = getattr(estimate, bound)
@@ -234,7 +250,7 @@ class NumbersWatch:
                 for status, count in (("scored", row.scored), ("skipped", row.skipped),
                                       ("error", row.errors)):  # fmt: skip
                     out[SEGMENT_RESULTS].append((float(count), {**base, "status": status}))
-            for (rule, metric), count in folded.items():
+            for (rule, metric, _fold), count in folded.items():
                 labels = {"rule": rule, "metric": metric, "segment_key": label}
                 out[SEGMENTS_FOLDED].append((float(count), labels))
         if config.regression_key:

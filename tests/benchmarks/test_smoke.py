@@ -158,6 +158,14 @@ def _check_sampling(doc: dict[str, Any]) -> None:
     assert doc["budget_over_fixed_calls"] < 0.5
     # through the real planner, jobs record the allocation's probabilities once it has sums
     assert doc["through_planner"]["jobs_with_an_allocated_probability"] > 0
+    # issue 40's cells, a few replicates each: no zero-width interval, the fold keeps a real
+    # "other" apart without touching its input, no day past the budget (a deploy day included)
+    cells = doc["cells"]
+    assert set(cells) >= {"intervals", "sequential", "traffic", "fold", "done_when"}
+    assert cells["done_when"]["zero_width_intervals"] == 0
+    assert cells["fold"] == {"real_other_verdicts": 422, "row_named_other_verdicts": 422,
+                             "row_named_other_folded": 0, "input_mutated": False}  # fmt: skip
+    assert all(cell["days_over_budget"] == 0 for cell in cells["traffic"].values())
 
 
 def _check_retention(doc: dict[str, Any]) -> None:
