@@ -168,7 +168,7 @@ def _shape_reading(value: str, want: Want) -> tuple[str, str] | None:
     if is_template(value, want):
         found = template_field(value, want)
         return (found, TEMPLATE_RULE) if found else None
-    if (value.lstrip()[:1] in "[{" or not is_placeholder(value)) and has_placeholder(value):
+    if has_placeholder(value):
         found = repr_message_text(value, want)
         return (found, REPR_RULE) if found else None
     return None

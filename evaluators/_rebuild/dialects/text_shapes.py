@@ -130,7 +130,18 @@ _ANYWHERE_REPR = re.compile(
 _FIELD_REPR_PAIR = re.compile(
     r"(?:^|\s)([a-z_]\w*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.]+)"
 )
-_CONTENT_VALUE = re.compile(r"\bcontent=(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")")
+# a repr field holding a message's text: content= in a message; a prediction object's answer=
+# (output) or question= (input) when it has no content=
+_TEXT_VALUE = {
+    key: re.compile(rf"\b{key}=(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")")
+    for key in ("content", "answer", "response", "output", "question", "query", "input")
+}
+_REPR_TEXT_KEYS: dict[Want, tuple[str, ...]] = {
+    "output": ("content", "answer", "response", "output"),
+    "input": ("content", "question", "query", "input"),
+}
+# Name( then a field on the next line: a multi-line repr (a prediction object's)
+_LOOSE_REPR = re.compile(r"^[\s\[<(]*[A-Za-z_][\w.]*\(\s*[a-z_]\w*=")
 _SPEAKER = re.compile(r"\b(?:source|role)=(?:'([\w-]+)'|\"([\w-]+)\"|<\w+\.\w+: '([\w-]+)'>)")
 _TAGS = re.compile(r"<[^<>]{0,200}>")
 _ENUM = re.compile(r"^(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]\w*\.[A-Z][A-Z0-9_]+)$")
@@ -224,7 +235,7 @@ def _fieldlike(found: list[tuple[str, int, int]]) -> bool:
 
 def has_placeholder(text: str) -> bool:
     """A repr or object placeholder: the whole text, a string inside its JSON, or in prose."""
-    if is_placeholder(text) or is_field_repr(text):
+    if is_placeholder(text) or is_field_repr(text) or _LOOSE_REPR.match(text[:200]):
         return True
     head = text[:SCAN_CHARS]
     if ("0x" in head or ": '" in head) and _ANYWHERE_REPR.search(head):
@@ -344,7 +355,7 @@ def repr_message_text(value: Any, want: Want) -> str | None:
     no message is found or which one is meant is ambiguous."""
     parsed = _json(value) if isinstance(value, str) and value[:1] in "[{" else value
     leaves = [parsed] if isinstance(parsed, str) else list(_leaves(parsed))
-    messages = [m for m in map(_repr_message, leaves) if m is not None]
+    messages = [m for m in (_repr_message(leaf, want) for leaf in leaves) if m is not None]
     if not messages:
         return None
     if want == "input":
@@ -358,14 +369,15 @@ def repr_message_text(value: Any, want: Want) -> str | None:
     return None
 
 
-def _repr_message(leaf: Any) -> tuple[str | None, str] | None:
-    if not isinstance(leaf, str) or "content=" not in leaf:
+def _repr_message(leaf: Any, want: Want) -> tuple[str | None, str] | None:
+    if not isinstance(leaf, str) or "=" not in leaf:
         return None
-    if not (is_field_repr(leaf) or is_placeholder(leaf)):
+    if not (is_field_repr(leaf) or is_placeholder(leaf) or _LOOSE_REPR.match(leaf[:200])):
         return None
-    contents = _CONTENT_VALUE.findall(leaf)
+    key = next((k for k in _REPR_TEXT_KEYS[want] if f"{k}=" in leaf), None)
+    contents = _TEXT_VALUE[key].findall(leaf) if key is not None else []
     if len(contents) != 1:
-        return None  # two contents (a nested message): which is meant is not clear
+        return None  # none, or two (a nested message): which is meant is not clear
     text = _unescape(contents[0][0] or contents[0][1])
     if not text.strip():
         return None

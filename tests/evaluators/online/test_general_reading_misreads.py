@@ -189,6 +189,22 @@ def test_the_content_of_a_message_repr_nested_in_json_is_read() -> None:
     assert "content= of a message repr" in read_span(span).found["input"]
 
 
+def test_a_multi_line_repr_gives_its_answer_field() -> None:
+    trace = Trace()
+    _chat(trace, answer=f"Verdict(\n    rationale='The notes allow it.',\n    answer='{ANSWER}'\n)")
+    case = _case(BIAS_LLM, trace.spans)
+    assert (case.input, case.actual_output) == (QUESTION, ANSWER)
+    assert "content= of a message repr" in _found_by(case, "actual_output")
+
+
+def test_a_repr_without_a_text_field_is_refused_or_dropped() -> None:
+    trace = Trace()
+    _chat(trace, answer="Verdict(\n    rationale='The notes allow it.',\n    score=3\n)")
+    skip = _skip(BIAS_LLM, trace.spans)
+    assert skip.refusal is not None
+    assert (skip.refusal.field, skip.refusal.check) == ("actual_output", "placeholder")
+
+
 def test_an_ambiguous_repr_is_refused() -> None:
     trace = Trace()
     two = json.dumps(
