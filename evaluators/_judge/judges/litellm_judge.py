@@ -362,11 +362,14 @@ class LiteLLMJudge(Judge):
             "max_retries": 0,
             "timeout": self.timeout,
         }
-        limits = {"timeout": self.timeout, "max_connections": max(self.max_concurrency, 1) * 2}
+        connections = max(self.max_concurrency, 1) * 2
+        # the SDK takes an httpx client as it takes its own httpx2 one (typed for the latter)
+        http: Any
         if asynchronous:
-            http = guarded_async_client(url, **limits)
+            http = guarded_async_client(url, timeout=self.timeout, max_connections=connections)
             return {"client": openai.AsyncOpenAI(http_client=http, **options)}
-        self._sync_sdk = openai.OpenAI(http_client=guarded_client(url, **limits), **options)
+        http = guarded_client(url, timeout=self.timeout, max_connections=connections)
+        self._sync_sdk = openai.OpenAI(http_client=http, **options)
         return {"client": self._sync_sdk}
 
     def _failed(self, key: tuple[str, str], form: str, top: int, exc: Exception) -> None:

@@ -42,10 +42,6 @@ class BaseMetric(Outcome, ABC):
     concurrent evaluations on :meth:`clone` copies.
     """
 
-    name: ClassVar[str]
-    """Stable identifier, used as ``gen_ai.evaluation.name``."""
-    display_name: ClassVar[str]
-    """deepeval's display name, returned by ``__name__``."""
     conversational: ClassVar[bool] = False
     required_fields: ClassVar[tuple[str, ...]] = ()
     higher_is_better: ClassVar[bool] = True

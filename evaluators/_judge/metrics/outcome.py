@@ -79,7 +79,9 @@ class Outcome:
     and records a failure with :meth:`_failure`."""
 
     name: str
+    """Stable identifier, used as ``gen_ai.evaluation.name`` (a class attribute of most)."""
     display_name: str
+    """deepeval's display name, returned by ``__name__``; errors name the metric by it."""
     threshold: float
     strict_mode: bool
 

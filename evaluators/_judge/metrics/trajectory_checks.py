@@ -42,8 +42,6 @@ class TrajectoryCheck(Outcome):
     a ``model`` keyword and ignores it, so rules built from settings (which pass the worker's
     judge to every metric) build checks too."""
 
-    name: ClassVar[str]
-    display_name: ClassVar[str]
     conversational: ClassVar[bool] = False
     required_fields: ClassVar[tuple[str, ...]] = ("trajectory",)
     higher_is_better: ClassVar[bool] = True
