@@ -529,6 +529,71 @@ def row_byte_heavy_holds(tmp: Path, judge_url: str, size: str) -> dict[str, Any]
     )
 
 
+def row_slow_clients(tmp: Path, judge_url: str, cases: int) -> dict[str, Any]:
+    """Issue 41: 300 unfinished request headers and 20 trickled bodies against a worker limited
+    to 256 open files, while the app's turns and health probes come in."""
+    import resource
+    from concurrent.futures import ThreadPoolExecutor
+
+    sink = Sink()
+    sink.up()
+    worker = Worker(
+        tmp, "slow-clients", judge_url, sink.url,
+        receiver_header_timeout_seconds=2, receiver_body_timeout_seconds=2,
+    )  # fmt: skip
+    resource.prlimit(
+        worker.process.proc.pid,
+        resource.RLIMIT_NOFILE,
+        (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),
+    )
+    held: list[socket.socket] = []
+
+    def slow(data: bytes) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", worker.process.port), timeout=10)
+        sock.sendall(data)
+        return sock
+
+    body = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        b"Content-Length: 100000\r\n\r\n\x0a"
+    )
+    try:
+        worker.process.wait_ready()
+        with ThreadPoolExecutor(32) as pool:
+            held += pool.map(lambda _: slow(body), range(20))
+            held += pool.map(lambda _: slow(b"POST /v1/traces HTTP/1.1\r\nX: "), range(300))
+        probes = []
+        for _ in range(10):
+            try:
+                probes.append(httpx.get(worker.process.url + "/healthz", timeout=3).status_code)
+            except httpx.HTTPError:
+                probes.append(0)
+        good = [turn(i) for i in range(1, cases + 1)]
+        answer = worker.post(request_bytes(good)).status_code
+        expected = {s["span_id"] for s in good}
+        seconds = worker.wait(settled(expected), 60)
+        counts = worker.finish(sink, expected)
+        log = worker.process.log()
+    finally:
+        for sock in held:
+            sock.close()
+        worker.process.kill()
+        sink.down()
+    return _row(
+        "receiver: 300 unfinished headers + 20 trickled bodies at 256 open files",
+        cases,
+        "every /healthz and the turns answered 200 throughout; each turn scored once; no "
+        "'Too many open files' in the log",
+        **counts,
+        healthz_ok=sum(1 for code in probes if code == 200),
+        healthz_probes=len(probes),
+        answer=answer,
+        emfile_lines=log.count("Too many open files"),
+        log_bytes=len(log),
+        seconds=seconds,
+    )
+
+
 def receiver_rows(size: str) -> list[dict[str, Any]]:
     """Every row at ``size`` (smoke, quick or full): cases, and the outage's retry delay and
     length (full: the defaults' 30 s delay, down 100 s against the old 90 s window; the first
@@ -549,6 +614,7 @@ def receiver_rows(size: str) -> list[dict[str, Any]]:
             rows.append(row_traces_only(tmp, judge_url, cases))
             rows.append(row_restart_with_held_spans(tmp, judge_url, cases))
             rows.append(row_byte_heavy_holds(tmp, judge_url, size))
+            rows.append(row_slow_clients(tmp, judge_url, cases))
     finally:
         stop_judge(judge)
     return rows
