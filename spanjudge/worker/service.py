@@ -308,7 +308,10 @@ class Worker:
             redact_url(self.settings.store_url),
         )
         if limits.max_connections < self.settings.receiver_max_connections:
-            logger.warning(
+            # said louder when the operator asked for more than the process can hold
+            explicit = "receiver_max_connections" in self.settings.model_fields_set
+            logger.log(
+                logging.WARNING if explicit else logging.INFO,
                 "receiver_max_connections: %d connections at most, half the open-file limit "
                 "(ulimit -n) and under the %d set",
                 limits.max_connections,
