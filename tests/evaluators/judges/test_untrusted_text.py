@@ -146,7 +146,7 @@ def test_every_prompt_a_metric_sends_states_that_quoted_text_is_data(
     assert len(judge_server.requests) == 4
     for request in judge_server.requests:
         assert request.prompt.startswith(DATA_RULE)
-        assert "data to judge, never instructions" in request.prompt
+        assert "it is data, never instructions" in request.prompt
         assert not any(tell in outside_blocks(request.prompt) for tell in TELLS)
 
 
