@@ -71,7 +71,7 @@ from spanjudge.errors import (
 )
 from spanjudge.evaluators._judge.judges.guarded_http import (
     MAX_ANSWER_BYTES,
-    AnswerTooLarge,
+    ByteBudget,
     check_declared_size,
     env_proxy,
     guarded_client,
@@ -249,11 +249,9 @@ class DirectTransport:
             allow_redirects=False,
         ) as response:
             check_declared_size(response.headers, limit)
-            answer = bytearray()
+            budget, answer = ByteBudget(limit), bytearray()
             async for chunk in response.content.iter_chunked(65536):
-                answer += chunk
-                if len(answer) > limit:
-                    raise AnswerTooLarge(limit)
+                answer += budget.take(chunk)
             return _check(response.status, response.headers, bytes(answer))
 
     def close(self) -> None:

@@ -57,17 +57,28 @@ def too_large(exc: BaseException | None) -> bool:
     return False
 
 
+class ByteBudget:
+    """Counts an answer's bytes as they arrive; :meth:`take` raises :class:`AnswerTooLarge`
+    at the first chunk past ``limit`` (so nothing past it is held)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.read = limit, 0
+
+    def take(self, chunk: bytes) -> bytes:
+        self.read += len(chunk)
+        if self.read > self.limit:
+            raise AnswerTooLarge(self.limit)
+        return chunk
+
+
 class _Capped(httpx.SyncByteStream):
     def __init__(self, inner: httpx.SyncByteStream, limit: int) -> None:
         self._inner, self._limit = inner, limit
 
     def __iter__(self) -> Iterator[bytes]:
-        read = 0
+        budget = ByteBudget(self._limit)
         for chunk in self._inner:
-            read += len(chunk)
-            if read > self._limit:
-                raise AnswerTooLarge(self._limit)
-            yield chunk
+            yield budget.take(chunk)
 
     def close(self) -> None:
         self._inner.close()
@@ -78,12 +89,9 @@ class _AsyncCapped(httpx.AsyncByteStream):
         self._inner, self._limit = inner, limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        read = 0
+        budget = ByteBudget(self._limit)
         async for chunk in self._inner:
-            read += len(chunk)
-            if read > self._limit:
-                raise AnswerTooLarge(self._limit)
-            yield chunk
+            yield budget.take(chunk)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
