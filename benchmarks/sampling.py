@@ -98,11 +98,7 @@ COLD_RATE, RISK_RATE = 0.05, 0.25
 def add(s: SegmentSums, passed: int, weight: float, at: float) -> None:
     """One verdict into ``s``, as the store's summary sums count it."""
     s.scored += 1
-    s.verdicts += 1
-    s.pass_weight += weight
-    s.pass_weight2 += weight * weight
-    s.passed_weight += weight * passed
-    s.passed_weight2 += weight * weight * passed
+    s.add_result(weight, passed)
     s.first_at = min(s.first_at, at)
     s.last_at = max(s.last_at, at)
 
@@ -410,21 +406,9 @@ def _draw(rng: random.Random, strata: list[tuple[float, float, float]]) -> tuple
 
 
 def _add_verdict(s: SegmentSums, weight: float, passed: int, score: float | None = None) -> None:
-    """One verdict (its score: the verdict itself unless given) into ``s``."""
-    score = float(passed) if score is None else score
-    w2 = weight * weight
+    """One scored verdict (its score: the verdict itself unless given) into ``s``."""
     s.scored += 1
-    s.verdicts += 1
-    s.scores += 1
-    s.pass_weight += weight
-    s.pass_weight2 += w2
-    s.passed_weight += weight * passed
-    s.passed_weight2 += w2 * passed
-    s.score_weight += weight
-    s.score_weight2 += w2
-    s.score_sum += weight * score
-    s.score_sum_w2 += w2 * score
-    s.score_sq_w2 += w2 * score * score
+    s.add_result(weight, passed, float(passed) if score is None else score)
 
 
 def _verdict_sums(

@@ -66,6 +66,26 @@ class SegmentSums:
     last_at: float = 0.0  # when the newest result was stored (a maximum, not a sum)
     first_at: float = math.inf  # when the oldest was (a minimum): a version's first traffic
 
+    def add_result(
+        self, weight: float, passed: int | None = None, score: float | None = None
+    ) -> None:
+        """One result's weighted sums: its verdict (1 pass, 0 fail) and its score, each when
+        it has one. The status counts (``scored``...) and times are the caller's."""
+        w2 = weight * weight
+        if passed is not None:
+            self.verdicts += 1
+            self.pass_weight += weight
+            self.pass_weight2 += w2
+            self.passed_weight += weight * passed
+            self.passed_weight2 += w2 * passed
+        if score is not None:
+            self.scores += 1
+            self.score_weight += weight
+            self.score_weight2 += w2
+            self.score_sum += weight * score
+            self.score_sum_w2 += w2 * score
+            self.score_sq_w2 += w2 * score * score
+
     def add(self, other: SegmentSums) -> None:
         """Add ``other``'s counts and sums into this one."""
         for f in fields(self):
@@ -135,13 +155,7 @@ def add_record(out: dict[SumsKey, SegmentSums], record: EvaluationRecord, by: st
         one.skipped = 1
     else:
         one.errors = 1
-    if passed is not None:
-        one.verdicts, one.pass_weight, one.pass_weight2 = 1, weight, weight * weight
-        one.passed_weight, one.passed_weight2 = weight * passed, weight * weight * passed
-    if score is not None:
-        one.scores, one.score_weight, one.score_weight2 = 1, weight, weight * weight
-        one.score_sum, one.score_sum_w2 = weight * score, weight * weight * score
-        one.score_sq_w2 = weight * weight * score * score
+    one.add_result(weight, passed, score)
     one.last_at = one.first_at = record.finished_at or 0.0
     key = (record.rule, record.metric, segment_of(record.segments, by, record.service_name))
     out.setdefault(key, SegmentSums()).add(one)

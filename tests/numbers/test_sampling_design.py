@@ -45,20 +45,8 @@ def _truth(strata: list[tuple[float, float, float]]) -> float:
 
 
 def _add(s: SegmentSums, weight: float, passed: int, score: float | None = None) -> None:
-    score = float(passed) if score is None else score
-    w2 = weight * weight
     s.scored += 1
-    s.verdicts += 1
-    s.scores += 1
-    s.pass_weight += weight
-    s.pass_weight2 += w2
-    s.passed_weight += weight * passed
-    s.passed_weight2 += w2 * passed
-    s.score_weight += weight
-    s.score_weight2 += w2
-    s.score_sum += weight * score
-    s.score_sum_w2 += w2 * score
-    s.score_sq_w2 += w2 * score * score
+    s.add_result(weight, passed, float(passed) if score is None else score)
 
 
 def _verdict(rng: random.Random, strata: list[tuple[float, float, float]]) -> tuple[float, int]:
