@@ -69,6 +69,24 @@ def test_summary_of_the_demo_store_has_intervals_per_rule(demo_store: str) -> No
     assert "demo-scripted-llm" in table and "0.88 [0.53, 1.00]" in table
 
 
+def test_summary_marks_the_segments_that_miss_their_rules_target(
+    demo_store: str, tmp_path: Path
+) -> None:
+    # issue 40: a rule's target_half_width from the worker file; 8 verdicts cannot give +-0.05
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        '[[rules]]\nmetric = "faithfulness"\ntarget = "llm"\ntarget_half_width = 0.05\n'
+    )
+    done = run("scores", "--summary", "--json", "--config", str(config), "--store", demo_store)
+    assert done.exit_code == 0, done.output
+    rows = {row["rule"]: row for row in json.loads(done.output)}
+    assert rows["faithfulness-llm"]["target_half_width"] == 0.05
+    assert rows["faithfulness-llm"]["under_covered"] is True
+    assert rows["bias-agent"]["under_covered"] is False  # no target: nothing to miss
+    table = run("scores", "--summary", "--config", str(config), "--store", demo_store).output
+    assert "±0.05 under-covered" in table and "under-covered: their interval is wider" in table
+
+
 def test_summary_arguments_are_checked(demo_store: str) -> None:
     done = run("scores", "--by", "model", "--store", demo_store)
     assert done.exit_code == 2 and "--summary" in done.output
