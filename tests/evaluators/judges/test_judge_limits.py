@@ -188,3 +188,39 @@ def test_every_result_bounds_its_reason_and_error() -> None:
     data = MetricData(name="m", threshold=0.5, reason="r" * 10**7, error="e" * 10**6)
     assert len(data.reason or "") == len(data.error or "") == MAX_REASON_CHARS
     assert bounded_text("short") == "short" and bounded_text(None) is None
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 1.5, 0.7])
+def test_a_wrapped_deepeval_metric_scoring_outside_0_1_is_an_error(value: float) -> None:
+    from deepeval.metrics import BaseMetric as DeepEvalBaseMetric
+
+    from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
+
+    class Scoring(DeepEvalBaseMetric):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.threshold = 0.5
+
+        def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
+            raise NotImplementedError
+
+        async def a_measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
+            self.score, self.success, self.reason = value, True, "r" * 10_000
+            return value
+
+        def is_successful(self) -> bool:
+            return True
+
+        @property
+        def __name__(self) -> str:
+            return "Scoring"
+
+    metric = DeepEvalMetric(Scoring())
+    if value == 0.7:  # in range: scored, its 10,000-character reason cut to the limit
+        assert metric.measure(CASE) == 0.7
+        assert len(metric.to_data().reason or "") == MAX_REASON_CHARS
+        return
+    with pytest.raises(MetricError) as caught:
+        metric.measure(CASE)
+    assert caught.value.error_type == "invalid_score"
+    data = metric.to_data()
+    assert (data.score, data.success, data.error_type) == (None, False, "invalid_score")
