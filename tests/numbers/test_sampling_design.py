@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import random
+from pathlib import Path
 
 import pytest
 
-from spanjudge._core.span_record import SpanRecord
+from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store.summaries import SegmentSums
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._plan.allocation import Allocation
@@ -332,3 +333,41 @@ def test_the_planner_warns_once_about_a_segment_that_cannot_reach_the_target(
         allocation.state(rule, 86400.0 + 10)
     warned = [r.getMessage() for r in caplog.records if "tiny" in r.getMessage()]
     assert len(warned) == 1 and "0.05" in warned[0]
+
+
+def test_the_planner_caps_a_day_at_the_budget_and_resumes_the_count_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    from spanjudge._store.sqlite import SQLiteStore
+    from spanjudge.evaluators._plan.allocation import AllocationState
+    from spanjudge.evaluators._plan.planner import Planner, TickReport
+    from tests.evaluators.online.spans import Trace
+
+    now = 10 * 86400.0 + 3600.0
+    rule = Rule(FaithfulnessMetric(model="stub"), target="llm", name="faith", sample_rate=0.5,
+                budget_per_day=5, risk_sample_rate=0.0)  # fmt: skip
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'cap.db'}")
+    try:
+
+        def plan(count: int) -> tuple[int, int]:
+            planner = Planner({rule.name: rule}, store, clock=lambda: now)
+            planner.allocation.set_state(rule, AllocationState({"shop": 1.0}, computed_at=now))
+            traces = [Trace(service="shop") for _ in range(count)]
+            for trace in traces:
+                trace.llm()
+                store.write_spans(trace.spans, now=now - 100)
+            report = TickReport()
+            planner.plan_traces([t.trace_id for t in traces], report, now)
+            jobs = store.claim_jobs(owner="t", limit=100, lease_seconds=60, now=now)
+            for job in jobs:  # judged: the day's results a restart counts
+                record = EvaluationRecord(
+                    "faith", "faithfulness", "llm", job.target_id, job.trace_id, job.span_id,
+                    score=1.0, success=True, label="pass", sample_rate=1.0, finished_at=now,
+                )  # fmt: skip
+                store.complete_job(job.job_id, owner="t", record=record, now=now)
+            return len(jobs), report.skipped.get("day_budget", 0)
+
+        assert plan(8) == (5, 3)  # every target sampled at 1.0: the budget stops it at 5
+        assert plan(4) == (0, 4)  # a new planner (a restart) resumes from the day's 5 results
+    finally:
+        store.close()
