@@ -13,7 +13,6 @@ the environment and keyword arguments::
 
 from __future__ import annotations
 
-import logging
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,7 @@ from pydantic_settings import (
 
 from spanjudge.errors import ConfigError
 
-__all__ = ["file_source", "readable_secrets"]
-
-logger = logging.getLogger("spanjudge.settings")
+__all__ = ["file_source", "file_warnings", "readable_secrets"]
 
 
 def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, Any]:
@@ -46,9 +43,22 @@ def _checked(kind: str, path: object, read: Callable[[], object]) -> dict[str, A
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping of keys")
     warning = readable_secrets(Path(str(path)), data)
-    if warning is not None:
-        logger.warning("%s", warning)
+    if warning is not None and warning not in _FILE_WARNINGS:
+        _FILE_WARNINGS.append(warning)
     return data
+
+
+# Said by the worker once it has bound its port (file_warnings()), so that a setup mistake stays
+# the one line a failed start prints.
+_FILE_WARNINGS: list[str] = []
+
+
+def file_warnings() -> list[str]:
+    """The warnings about the config files read so far (:func:`readable_secrets`), each once:
+    the list is emptied."""
+    said = list(_FILE_WARNINGS)
+    _FILE_WARNINGS.clear()
+    return said
 
 
 # Keys whose value is a secret wherever they appear: bearer_token, annotator_tokens,

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from spanjudge._core.urls import redact_url
 from spanjudge.errors import ConfigError, SpanjudgeError, StoreError
 from spanjudge.settings_checks import is_postgres_url, unknown_judge_options
+from spanjudge.settings_files import file_warnings
 
 if TYPE_CHECKING:
     from spanjudge._store.base import SpanStore
@@ -203,8 +204,9 @@ def judge_unreachable(endpoint: str, timeout: float = CONNECT_TIMEOUT) -> str | 
 def start_warnings(settings: WorkerSettings, judge: Any) -> list[str]:
     """What the worker warns about at start without refusing to run: a judge that does not
     answer now (it may come up later) and judge_options spanjudge does not know (passed to
-    litellm as they are: provider-specific ones are fine, a typo is not)."""
-    warnings = []
+    litellm as they are: provider-specific ones are fine, a typo is not), and a config file
+    every user can read that holds secrets."""
+    warnings = file_warnings()
     endpoint = judge.endpoint() if callable(getattr(judge, "endpoint", None)) else ""
     if endpoint:
         reason = judge_unreachable(endpoint)

@@ -399,9 +399,10 @@ def run_worker(settings: WorkerSettings) -> int:
     configure_logging(settings.log_format)
     worker = Worker(settings)
     try:
+        sockets = bind_receiver(settings.receiver_host, settings.receiver_port)
+        # after the last check that can refuse the start: a mistake stays the one line printed
         for warning in start_warnings(settings, worker.judge):
             logger.warning("%s", warning)
-        sockets = bind_receiver(settings.receiver_host, settings.receiver_port)
     except BaseException:
         worker.shutdown()
         raise
