@@ -106,11 +106,14 @@ def _check_reliability(doc: dict[str, Any]) -> None:
         "judge malformed JSON",
         "SIGKILL of evaluator processes at random moments",
     ]
-    # the worker's receiver takes the faults of issue 30: six rows, each a real worker process
-    assert len([f for f in faults[3:] if f.startswith("receiver: ")]) == 6, faults
+    # the worker's receiver takes the faults of issues 30 and 41: eight rows at least, each a
+    # real worker process (the two of held spans owe the turns of sampled conversations only)
+    assert len([f for f in faults[3:] if f.startswith("receiver: ")]) >= 8, faults
     for row in doc["summary"]:
         assert (row["lost"], row["duplicated"]) == (0, 0), row
-        assert row["done"] + row["errored"] == row["expected"] == row["cases"], row
+        held = "held spans" in row["fault"] or "holds" in row["fault"]
+        assert row["done"] + row["errored"] == row["expected"], row
+        assert (0 < row["expected"] < row["cases"]) if held else (row["expected"] == row["cases"])
 
 
 def _check_scale(doc: dict[str, Any]) -> None:
