@@ -67,7 +67,7 @@ def type_text(annotation: Any) -> str:
     if origin is dict:
         return "table"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "rule table"
+        return "reader table" if annotation.__name__ == "Reader" else "rule table"
     return str(getattr(annotation, "__name__", annotation))
 
 

@@ -116,6 +116,7 @@ if TYPE_CHECKING:
     from spanjudge.evaluators._plan.rules import Rule, SpanFilter
     from spanjudge.evaluators._plan.trajectory_filter import TrajectoryFilter
     from spanjudge.evaluators._rebuild.dialects import read_span
+    from spanjudge.evaluators._rebuild.dialects.declared import FieldSource, Reader, ReaderMatch
     from spanjudge.evaluators._rebuild.dialects.view import Document, GenAIView, ToolCallView
     from spanjudge.evaluators._rebuild.trajectory import (
         Step,
@@ -145,6 +146,7 @@ __all__ = [
     "FaithfulnessTemplate",
     "FeedbackError",
     "FeedbackRecord",
+    "FieldSource",
     "GEval",
     "GenAIView",
     "GoalAccuracyMetric",
@@ -167,6 +169,8 @@ __all__ = [
     "ParamError",
     "PlanAdherenceMetric",
     "PlanQualityMetric",
+    "Reader",
+    "ReaderMatch",
     "RegressionBaseline",
     "RepeatedCallCheck",
     "Rule",
@@ -279,6 +283,9 @@ _LAZY: dict[str, str] = {
     "Monitor": "spanjudge.evaluators._loop.monitor",
     "monitor": "spanjudge.evaluators._loop.monitor",
     "read_span": "spanjudge.evaluators._rebuild.dialects",
+    "Reader": "spanjudge.evaluators._rebuild.dialects.declared",
+    "ReaderMatch": "spanjudge.evaluators._rebuild.dialects.declared",
+    "FieldSource": "spanjudge.evaluators._rebuild.dialects.declared",
     "TrajectoryFilter": "spanjudge.evaluators._plan.trajectory_filter",
     "Trajectory": "spanjudge.evaluators._rebuild.trajectory",
     "Step": "spanjudge.evaluators._rebuild.trajectory",

@@ -54,6 +54,7 @@ from spanjudge.evaluators._enrich import MAX_HOLD_SECONDS
 from spanjudge.evaluators._judge.judges.litellm_judge import DEFAULT_MODEL
 from spanjudge.evaluators._judge.judges.structured import StructuredOutput
 from spanjudge.evaluators._loop.config import LoopSettings, Number
+from spanjudge.evaluators._rebuild.dialects.declared import Reader
 from spanjudge.rule_settings import RuleConfig
 from spanjudge.settings_checks import (
     HttpUrl,
@@ -307,6 +308,12 @@ class WorkerSettings(LoopSettings, BaseSettings):
     )
     rules_entrypoint: str | None = Field(
         default=None, description='"module:function" returning a list of Rule objects.'
+    )
+    readers: list[Reader] = Field(
+        default_factory=list,
+        description="Declared readers: [[readers]] tables (name, kind, match, and a source per "
+        "field: input, output, context, session, tool_name, arguments, result, error), read "
+        "before the built-in dialects (docs/other-libraries.md).",
     )
     log_format: Literal["text", "json"] = Field(
         default="text",

@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spanjudge._core.span_record import EvaluationRecord
@@ -40,6 +40,8 @@ from spanjudge.evaluators._loop.schedule import every
 from spanjudge.evaluators._plan.labels import LabelWatch
 from spanjudge.evaluators._plan.planner import Planner, TickReport
 from spanjudge.evaluators._plan.rules import Rule
+from spanjudge.evaluators._rebuild.dialects.declared import Reader
+from spanjudge.evaluators._rebuild.dialects.declared import install as install_readers
 from spanjudge.exporters._delivery import Delivery
 
 if TYPE_CHECKING:
@@ -79,9 +81,12 @@ class Monitor:
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
         after_tick: Callable[[], Any] | None = None,
+        readers: Sequence[Reader | Mapping[str, Any]] | None = None,
     ) -> None:
         if not rules:
             raise ConfigError("monitor() needs at least one Rule")
+        if readers is not None:  # checked before anything starts: a bad one is a ConfigError
+            install_readers(readers)
         names = [r.name for r in rules]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -340,6 +345,7 @@ def monitor(
     outputs: Collection[str] | None = None,
     emitter: Emitter | None = None,
     telemetry: Telemetry | None = None,
+    readers: Sequence[Reader | Mapping[str, Any]] | None = None,
     start: bool = True,
 ) -> Monitor:
     """Evaluate production spans in the background and write the scores back into the traces.
@@ -347,6 +353,8 @@ def monitor(
     Without an ``emitter`` one is created that sends each result, in the forms ``outputs``
     names (``"span"``: the evaluation span; ``"event"``: the ``gen_ai.evaluation.result`` log
     event; both by default), over OTLP/HTTP to the standard ``OTEL_EXPORTER_OTLP_*`` endpoint.
+    ``readers`` are declared readers (:class:`~spanjudge.Reader`, or mappings of the same keys)
+    for spans the built-in dialects do not read, or read wrong; they replace any installed before.
 
     ::
 
@@ -372,5 +380,7 @@ def monitor(
         emitter = ScoreEmitter(outputs=OUTPUTS if outputs is None else outputs)
     elif outputs is not None:
         raise ConfigError("pass outputs or an emitter, not both (the emitter has its outputs)")
-    mon = Monitor(rules, store=store, config=config, emitter=emitter, telemetry=telemetry)
+    mon = Monitor(
+        rules, store=store, config=config, emitter=emitter, telemetry=telemetry, readers=readers
+    )
     return mon.start() if start else mon

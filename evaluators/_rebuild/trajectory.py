@@ -350,7 +350,7 @@ def _fill(
 
 def _step(tree: SpanTree, span: SpanRecord, index: int, as_tool: bool = False) -> Step | None:
     view = read_span(span)
-    error = error_of(span)
+    error = error_of(span) or view.error  # a declared reader's error field
     if span.operation == PLAN_OPERATION:
         return Step(
             index, "plan", span.name, span.span_id, result=bounded(view.output_text), error=error

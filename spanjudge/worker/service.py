@@ -135,6 +135,7 @@ class Worker:
             after_tick=self.enricher.release if self.enricher is not None else None,
             # the loop's settings are WorkerSettings' inherited LoopSettings fields
             config=settings.monitor_config(),
+            readers=settings.readers,  # [[readers]]: checked when the settings were loaded
         )
         self.keep: IngestKeep | None = None
         # enrich mode forwards every span through the store's outbox: it keeps storing all

@@ -3,6 +3,10 @@ the GenAI content events joined to it) into a :class:`GenAIView`.
 
 Precedence, first match wins (more specific markers before the generic semconv):
 
+0. a **declared reader** (:mod:`.declared`: ``[[readers]]`` in the worker's file,
+   ``monitor(readers=...)``) that matches the span: its fields win, and the built-in dialect
+   below that matches (if any) fills what the reader leaves unset; ``dialect`` is
+   ``reader:<name>``;
 1. ``spanjudge``: our own ``@observe`` spans (``spanjudge.kind``, scope ``spanjudge``);
 2. ``openinference``: ``openinference.span.kind``;
 3. ``vercel-ai``: ``ai.operationId``;
@@ -40,6 +44,7 @@ from types import ModuleType
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._rebuild.dialects import (
     common_rules,
+    declared,
     fallback,
     litellm,
     openinference,
@@ -73,8 +78,26 @@ _CACHE_SIZE = 2048
 _CACHE_LOCK = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Forget every view read (the declared readers changed)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+declared.on_change(clear_cache)
+
+
 def dialect_of(span: SpanRecord) -> ModuleType | None:
-    """The dialect that reads ``span`` (see the precedence above), or ``None``."""
+    """The dialect that reads ``span`` (see the precedence above), or ``None``; a declared
+    reader that matches comes first (as a dialect named ``reader:<name>``)."""
+    reader = declared.reader_for(span)
+    if reader is not None:
+        return reader.as_dialect
+    return builtin_dialect_of(span)
+
+
+def builtin_dialect_of(span: SpanRecord) -> ModuleType | None:
+    """The built-in dialect that reads ``span``, declared readers left out."""
     for dialect in DIALECTS:
         if dialect.matches(span):
             return dialect
@@ -112,7 +135,8 @@ def read_span(span: SpanRecord) -> GenAIView:
     if hit is not None:
         return hit
     view = GenAIView(span)
-    dialect = dialect_of(span)
+    dialect = builtin_dialect_of(span)
+    declared_reader = declared.reader_for(span)
     if dialect is not None:
         view.dialect = str(dialect.NAME)
         reader: Callable[[GenAIView], None] = dialect.read
@@ -120,6 +144,14 @@ def read_span(span: SpanRecord) -> GenAIView:
             reader(view)
         except Exception as exc:  # an unforeseen shape: the view says why, planning goes on
             view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
+    if declared_reader is not None:
+        # the team's reader wins over the dialect's reading; what it leaves unset stays
+        view.dialect = f"reader:{declared_reader.name}"
+        try:
+            declared.apply(declared_reader, view)
+        except Exception as exc:  # never: the sources are checked when the reader is made
+            view.note("input", f"reader {declared_reader.name!r} failed: {exc}")
+    if view.dialect is not None:
         try:
             common_rules.finish(view)
         except Exception as exc:  # never: but a view must come back whatever the span holds

@@ -53,6 +53,8 @@ class GenAIView:
       ``"event gen_ai.choice"``); the tree rules add theirs when a case is rebuilt;
     * ``prompt_documents``: documents the input prompt carried in a marked block
       (``<memory>...</memory>``), taken out of ``input_text``;
+    * ``error``: a step's error as a declared reader found it (the tree rules read the span's
+      status and exception events themselves);
     * ``capture_off``: set when the span says its content was not captured on purpose, naming
       the instrumentation's setting, so a skip can tell the user what to switch on.
     """
@@ -75,6 +77,7 @@ class GenAIView:
     notes: dict[str, str] = field(default_factory=dict)
     found: dict[str, str] = field(default_factory=dict)
     capture_off: str | None = None
+    error: str | None = None
     prompt_documents: list[str] = field(default_factory=list)
 
     def note(self, field_name: str, why: str) -> None:
