@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spanjudge._core.checked_model import message_of
 from spanjudge._core.kinds import NAMED_METRICS, FeedbackSource, Label
 from spanjudge._core.span_record import FeedbackRecord
 from spanjudge._receive.feedback_route import AnnotatedSink, AnnotatorTokens
@@ -91,7 +92,7 @@ def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "body"
-        message = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        message = "unknown field" if err["type"] == "extra_forbidden" else message_of(err)
         parts.append(f"{key}: {message}")
     return "invalid feedback: " + "; ".join(parts)
 

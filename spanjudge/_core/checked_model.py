@@ -18,8 +18,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from spanjudge.errors import ConfigError
+
+
+def message_of(err: ErrorDetails) -> str:
+    """What is wrong, as one pydantic error says it; a validator's own ``ValueError`` gives its
+    text without pydantic's ``Value error, `` prefix."""
+    if err["type"] == "value_error":
+        return err["msg"].removeprefix("Value error, ")
+    return err["msg"]
 
 
 def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
@@ -35,7 +44,7 @@ def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
         # numbers and flags are shown; text never is: a value in the wrong key may be a secret
         # (an API key pasted into `mode`), and a long one would flood the line
         shown = f" (got {got!r})" if isinstance(got, (int, float, bool)) or got is None else ""
-        lines.append(f"{key}: {err['msg']}{shown}")
+        lines.append(f"{key}: {message_of(err)}{shown}")
     return lines
 
 

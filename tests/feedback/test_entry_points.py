@@ -90,9 +90,9 @@ def test_the_function_stays_reachable_after_its_module_is_imported() -> None:
         ({"score": float("nan")}, "score: Input should be a finite number"),
         ({"note": "x" * (MAX_NOTE_CHARS + 1)}, "note: String should have at most 4096"),
         ({"label": "maybe"}, "label: Input should be 'pass' or 'fail'"),
-        ({"trace_id": "xyz"}, "trace_id: Value error, expected 32 hex characters"),
-        ({"trace_id": "0" * 32}, "trace_id: Value error, expected 32 hex characters, not all zero"),
-        ({"span_id": "abc"}, "span_id: Value error, expected 16 hex characters"),
+        ({"trace_id": "xyz"}, "trace_id: expected 32 hex characters"),
+        ({"trace_id": "0" * 32}, "trace_id: expected 32 hex characters, not all zero"),
+        ({"span_id": "abc"}, "span_id: expected 16 hex characters"),
         ({"trace_id": None}, "span_id needs its trace_id"),
     ],
 )

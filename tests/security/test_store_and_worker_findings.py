@@ -46,7 +46,7 @@ def test_one_hostile_conversation_id_does_not_stall_every_trace(
 def test_a_rule_name_a_database_cannot_keep_is_refused_up_front(name: str) -> None:
     """Stored as cleaned text, the name would no longer match its rule and the jobs would be
     handed back forever; refuse it when the rule is built, with a clear message."""
-    with pytest.raises(ValueError, match=r"Rule\.name must be valid text without NUL"):
+    with pytest.raises(ValueError, match=r"Rule\.name: must be valid text without NUL"):
         Rule(BiasMetric(model="openai/x"), target="agent", name=name)
 
 

@@ -74,9 +74,9 @@ def test_yaml_file_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ('[[rules]]\nmetric = "bias"\ncolour = 1\n', "rules.0.colour: unknown key"),
         # the loop's keys, declared in LoopSettings and shared with MonitorConfig
         ("interval_seconds = 0\n", "interval_seconds: Input should be greater than 0"),
-        ("concurrency = true\n", "concurrency: Value error, expected a number"),
+        ("concurrency = true\n", "concurrency: expected a number"),
         ("batch_size = 0\n", "batch_size: Input should be greater than or equal to 1"),
-        ("judge_cache = 1\n", "judge_cache: Value error, expected true or false"),
+        ("judge_cache = 1\n", "judge_cache: expected true or false"),
         ("retention_seconds = -5\n", "retention_seconds: Input should be greater than 0"),
         ('[[rules]]\nmetric = "geval"\ntarget = "llmm"\n', "rules.0.target"),
     ],

@@ -146,7 +146,7 @@ def test_rule_targets_found_with_the_tree_honour_the_filter() -> None:
     ],
 )
 def test_bad_conditions_name_the_key(conditions: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(f"Rule.filter: Value error, {message}")):
+    with pytest.raises(ValueError, match=re.escape(f"Rule.filter: {message}")):
         Rule(ToolErrorCheck(), target="agent", filter={"trajectory": conditions})
 
 
