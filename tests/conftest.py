@@ -38,7 +38,8 @@ SLOW = {
     "tests/feedback/test_prometheus.py": "a live Prometheus reading the agreement gauges (~10 s)",
     "tests/interop/test_conformance.py": "every recording through a real worker (~120 s)",
     "tests/worker/test_setup_mistakes.py": "29 real worker processes refusing their setup (~75 s)",
-    "tests/worker/test_phoenix.py": "a real Phoenix server started fresh (~60-100 s)",
+    "tests/worker/test_phoenix.py": "a real Phoenix started fresh, workers, Chromium (~75 s)",
+    "tests/worker/test_mlflow.py": "a real MLflow started fresh, two workers, Chromium (~85 s)",
     "tests/feedback/test_export.py::test_deepeval_loads_both_files": "imports deepeval (~9 s)",
     "tests/worker/test_geval_rule.py::"
     "test_worker_from_a_toml_file_with_only_geval_rules_scores_demo_traffic": "a worker (~6 s)",

@@ -52,7 +52,6 @@ from spanjudge.errors import ConfigError
 from spanjudge.exporters._emit.channel import Channel
 from spanjudge.exporters._emit.evaluation_result import (
     DEFAULT_EVALUATION_STATUS,
-    EMITTED_BY,
     MISSING_FIELD,
     check_evaluation_status,
     default_resource,
@@ -276,20 +275,24 @@ class ScoreEmitter:
 
     # ---------------------------------------------------------------- builders and exports
     def _span(self, record: EvaluationRecord) -> Any:
-        return evaluation_span(record, self._span_resource(record), status=self.evaluation_status)
+        resource = self._span_resource(record)
+        own = self.resource.attributes.get(SERVICE_NAME)
+        return evaluation_span(
+            record,
+            resource,
+            status=self.evaluation_status,
+            emitted_by=str(own) if resource is not self.resource and own else None,
+        )
 
     def _span_resource(self, record: EvaluationRecord) -> Resource:
         """The worker's resource, or with ``judged``, the same with the judged span's
-        service.name (the worker's kept in ``spanjudge.evaluation.emitted_by``)."""
+        service.name (the worker's then in the span's ``spanjudge.evaluation.emitted_by``)."""
         service = record.service_name
         if not self.judged_service or not service:
             return self.resource
         found = self._judged_resources.get(service)
         if found is None:
-            own = self.resource.attributes.get(SERVICE_NAME)
             attributes = {**self.resource.attributes, SERVICE_NAME: service}
-            if own is not None:
-                attributes[EMITTED_BY] = own
             found = Resource(attributes, self.resource.schema_url)
             if len(self._judged_resources) < JUDGED_RESOURCES_MAX:
                 self._judged_resources[service] = found

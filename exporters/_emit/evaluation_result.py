@@ -253,10 +253,13 @@ def evaluation_span(
     resource: Resource | None = None,
     *,
     status: EvaluationStatus = DEFAULT_EVALUATION_STATUS,
+    emitted_by: str | None = None,
 ) -> ReadableSpan:
     """The evaluation span of ``record``; its id is derived from (rule, target), so a re-emitted
     result is the same span. Raises ``ValueError`` when the record has no (valid) trace id.
-    ``status``: which verdicts make it an ERROR span (:data:`EVALUATION_STATUSES`).
+    ``status``: which verdicts make it an ERROR span (:data:`EVALUATION_STATUSES`);
+    ``emitted_by``: the worker's service.name when ``resource`` is the judged span's (an
+    attribute of the span, not of its resource: MLflow makes resource attributes trace tags).
 
     It is a child of the evaluated span, starting and ending at the evaluated target's end
     (``target_end_unix_nano``: the span's end; a trace's or a conversation's last end), so the
@@ -288,7 +291,7 @@ def evaluation_span(
         context=context,
         parent=parent,
         resource=resource or default_resource(),
-        attributes=span_attributes(record),
+        attributes={**span_attributes(record), **({EMITTED_BY: emitted_by} if emitted_by else {})},
         events=[Event(attrs.GEN_AI_EVALUATION_RESULT_EVENT, result_fields(record), timestamp=end)],
         links=links,
         kind=SpanKind.INTERNAL,

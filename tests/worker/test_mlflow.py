@@ -7,8 +7,10 @@ traces and the worker's evaluation spans going in over OTLP with ``x-mlflow-expe
   killed after MLflow wrote an assessment but before it heard back, and a second one started;
 * the app's service filter finds every judged trace (MLflow tags a trace with the resource of
   the last batch it got; the evaluation spans carry the judged span's service.name);
-* the evaluation spans have MLflow's EVALUATOR span type, and the docs' MLflow query for
-  failing faithfulness (docs/backends.md) lists exactly the traces with a failing verdict.
+* the evaluation spans have MLflow's EVALUATOR span type;
+* in a real browser, the trace list has the score and label columns and the judged span's
+  assessments panel shows them, and the docs' MLflow query for failing faithfulness
+  (docs/backends.md) lists exactly the trace with that verdict.
 """
 
 from __future__ import annotations
@@ -80,7 +82,6 @@ def test_every_result_is_one_assessment_pair_across_a_kill_and_the_service_stays
         "outputs": ["span", "mlflow"],
         "lease_seconds": 1.0,
     }
-    config["rules"][0]["params"] = {"threshold": 0.7}  # the demo's: its 0.5 answer fails
     with HangingProxy(mlflow.url) as proxy:
         # the first worker's writes reach MLflow, their answers never come back: killed then
         first = start_worker({**config, "mlflow_endpoint": proxy.url}, name="first")
@@ -98,8 +99,10 @@ def test_every_result_is_one_assessment_pair_across_a_kill_and_the_service_stays
     store = open_store(store_url)
     try:
         wait_until(
-            lambda: len(store.results()) == EVALUATIONS
-            and not store.unemitted_results(outputs=["span"]),  # span and sink: one mark
+            lambda: (
+                len(store.results()) == EVALUATIONS
+                and not store.unemitted_results(outputs=["span"])
+            ),  # span and sink: one mark
             120,
             "every result evaluated and delivered",
         )
@@ -147,10 +150,94 @@ def test_every_result_is_one_assessment_pair_across_a_kill_and_the_service_stays
     assert evaluations
     for span in evaluations:
         assert span["attributes"]["mlflow.spanType"] == '"EVALUATOR"'
-    # the docs' query for failing faithfulness lists exactly the traces with such a verdict
-    failing = {
-        f"tr-{r.trace_id}" for r in scored if r.metric == "faithfulness" and r.label == "fail"
-    }
-    assert failing  # the demo traffic has planted faults
+
+
+def test_mlflow_shows_the_score_and_label_in_its_trace_list_and_trace_page(
+    mlflow: MlflowServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real browser (Debian's Chromium) finds the results where an MLflow user looks: the
+    ``faithfulness`` and ``faithfulness.label`` columns of the trace list (beside the app's
+    own service tag), and the judged trace's assessments panel, without opening the
+    evaluation span (issue 39)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+
+    from spanjudge.exporters._emit.emitter import ScoreEmitter
+    from spanjudge.exporters._sinks import MlflowSink
+    from tests.support.browser import artifacts_folder, chromium, shot, wait_for_text
+    from tests.support.judged_trace import JudgedTrace
+
+    experiment = mlflow.create_experiment("browser")
+    header = {"x-mlflow-experiment-id": experiment}
+    trace = JudgedTrace.make("support-bot")
+    sent = httpx.post(
+        mlflow.url + "/v1/traces",
+        content=trace.request.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf", **header},
+        timeout=30,
+    )
+    assert sent.status_code == 200, sent.text
+    emitter = ScoreEmitter(
+        outputs=["span", "mlflow"],
+        span_exporter=OTLPSpanExporter(endpoint=mlflow.url + "/v1/traces", headers=header),
+        resource=Resource({"service.name": "spanjudge-worker"}),
+        sinks={"mlflow": MlflowSink(mlflow.url)},
+    )
+    emitter.emit(trace.result, key=1)
+    emitter.emit(trace.on_root, key=2)
+    assert emitter.force_flush(30)
+    assert sorted(emitter.take_confirmed()) == [
+        (1, "mlflow"), (1, "span"), (2, "mlflow"), (2, "span")
+    ]  # fmt: skip
+    emitter.shutdown()
+
+    def tidy(page: Any) -> None:
+        """Put away what MLflow's UI opens over the traces on a first visit: its assistant's
+        panel and the "detect issues" guidance."""
+        for component in (
+            "mlflow.detect_issues.guidance.got_it",
+            "mlflow.assistant.chat_panel.close",
+        ):
+            button = page.locator(f'[data-component-id="{component}"]')
+            if button.count() and button.first.is_visible():
+                button.first.click()
+
+    folder = artifacts_folder("mlflow", capsys)
+    with chromium() as page:
+        page.goto(f"{mlflow.url}/#/experiments/{experiment}/traces")
+        listed = wait_for_text(
+            page,
+            lambda t: (
+                "faithfulness.label" in t
+                and "0.4" in t
+                and "Fail" in t
+                and "service.name: support-bot" in t
+            ),
+            "the score and label columns in the trace list",
+        )
+        assert "service.name: support-bot" in listed  # the app's tag, not the worker's
+        assert "spanjudge-worker" not in listed
+        tidy(page)
+        shot(page, folder, "mlflow-trace-list")
+        page.goto(
+            f"{mlflow.url}/#/experiments/{experiment}/traces"
+            f"?selectedEvaluationId=tr-{trace.trace_id}"
+        )
+        toggle = page.locator(
+            '[data-component-id="shared.model-trace-explorer.assessments-pane-toggle"]'
+        )
+        toggle.first.click()  # the assessments panel, beside the span tree
+        wait_for_text(page, lambda t: "bias.label" in t, "the agent turn's assessments")
+        # the judged LLM call (not its evaluation span, the row under it)
+        page.get_by_text("chat gpt-4o-mini", exact=True).first.click()
+        text = wait_for_text(
+            page, lambda t: "faithfulness.label" in t, "the LLM call's assessments"
+        )
+        panel = text[text.index("Assessments") :]
+        for shown in ("faithfulness.label", "Fail", "faithfulness", "0.4"):
+            assert shown in panel, shown
+        assert "gen_ai.evaluation.score.label" not in text  # the evaluation span is not open
+        shot(page, folder, "mlflow-judged-trace")
+    # the docs' query for failing faithfulness finds this trace, and only it
     listed = mlflow.search(experiment, docs_query("mlflow"))
-    assert {t["trace_id"] for t in listed} == failing
+    assert [t["trace_id"] for t in listed] == [f"tr-{trace.trace_id}"]

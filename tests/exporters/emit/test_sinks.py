@@ -341,8 +341,10 @@ def test_evaluation_spans_take_the_judged_service_when_they_go_to_mlflow(
         assert emitter.force_flush(5)
         emitter.shutdown()
         [span] = spans.get_finished_spans()
-        attributes = span.resource.attributes
-        return str(attributes["service.name"]), attributes.get("spanjudge.evaluation.emitted_by")
+        assert "spanjudge.evaluation.emitted_by" not in span.resource.attributes  # MLflow: a tag
+        assert span.resource.attributes["deployment.environment"] == "prod"
+        service = str(span.resource.attributes["service.name"])
+        return service, (span.attributes or {}).get("spanjudge.evaluation.emitted_by")
 
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", raising=False)
