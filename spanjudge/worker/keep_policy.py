@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -262,6 +262,8 @@ class IngestKeep:
         self._held: OrderedDict[str, _Held] = OrderedDict()  # by first arrival
         self._held_spans = 0
         self._held_bytes = 0
+        # (first arrival, trace) of the held traces not counted as expired yet, oldest first
+        self._waiting: deque[tuple[float, str]] = deque()
         self._decided: OrderedDict[str, bool] = OrderedDict()
         self._warned_at = -float("inf")
         #: spans by outcome since start (the same as the telemetry counter)
@@ -301,9 +303,11 @@ class IngestKeep:
         first): what a process starting again counts."""
         with self._lock:
             self._held.clear()
+            self._waiting.clear()
             self._held_spans = self._held_bytes = 0
             for trace_id, first, spans, size in held:
                 self._held[trace_id] = _Held(first, spans, size)
+                self._waiting.append((first, trace_id))
                 self._held_spans += spans
                 self._held_bytes += size
 
@@ -367,6 +371,7 @@ class IngestKeep:
         held = self._held.get(trace_id)
         if held is None:
             held = self._held[trace_id] = _Held(now)
+            self._waiting.append((now, trace_id))
             created = True
         else:
             created = False
@@ -408,10 +413,11 @@ class IngestKeep:
         """Count the held traces that waited ``hold_seconds`` without their conversation
         (they stay held)."""
         cutoff = now - self.hold_seconds
-        for held in self._held.values():
-            if held.first_arrival > cutoff:
-                break
-            if not held.expired:
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= cutoff:  # (each trace looked at once)
+            first, trace_id = waiting.popleft()
+            held = self._held.get(trace_id)
+            if held is not None and held.first_arrival == first and not held.expired:
                 held.expired = True
                 self._count("expired", held.spans)
 
@@ -489,6 +495,7 @@ class IngestKeep:
                 restored = _Held(held.first_arrival, held.spans - spans, held.size - size, ids=ids)
                 if restored.spans > 0:
                     self._held[trace_id] = restored
+                    self._waiting.appendleft((restored.first_arrival, trace_id))
                     self._held.move_to_end(trace_id, last=False)  # (oldest first, roughly)
                     self._held_spans += restored.spans
                     self._held_bytes += restored.size
