@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from spanjudge._store.base import SpanStore
-from spanjudge._store.sql import SCHEMA_VERSION, SpanStore
+from spanjudge._store.sql import SCHEMA_VERSION
 from spanjudge.exporters._delivery import Delivery
 from tests.exporters.store.conftest import FIXTURES, V2_DUMP_SCHEMA
 from tests.support.stores import (

@@ -14,7 +14,7 @@ from typing import Any
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec, OutboxEntry
-from spanjudge._store.sql import SCHEMA_VERSION, SpanStore
+from spanjudge._store.sql import SCHEMA_VERSION
 
 StoreFactory = Callable[[], SpanStore]
 
