@@ -195,21 +195,32 @@ def backfill(since: str, config_path: str | None, retry_errors: bool) -> None:
     metavar="URL",
     help="Span store to read (default: the settings' store_url).",
 )
-def explain(trace_id: str, config_path: str | None, store_url: str | None) -> None:
+@click.option(
+    "--suggest-reader",
+    "suggest",
+    is_flag=True,
+    default=False,
+    help="Print a starting [[readers]] block for the spans no dialect reads (or whose fields "
+    "were refused), to edit and paste into the worker's file.",
+)
+def explain(trace_id: str, config_path: str | None, store_url: str | None, suggest: bool) -> None:
     """Show how each span of a stored trace is read and what the rules would evaluate.
 
     TRACE_ID may be its first characters, as the demo's table prints it, when only one
     stored trace starts with them. Never calls the judge. Exit code 2 when the trace is not
-    in the store.
+    in the store. The settings' [[readers]] are read before the dialects, as in the worker.
     """
     from spanjudge._core.urls import redact_url
     from spanjudge.evaluators._plan.allocation import Allocation
+    from spanjudge.evaluators._rebuild.dialects.declared import install as install_readers
     from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
     from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
+    from spanjudge.evaluators._review.suggest_reader import suggest_readers
     from spanjudge.worker.service import build_rules
 
     settings = load_cli_settings(config_path, store_url)  # ConfigError: exit 2
     configured = bool(settings.rules or settings.rules_entrypoint)
+    install_readers(settings.readers)
     # the metrics need a judge object; this one refuses every call
     judge = OfflineJudge(settings.judge_model)
     rules = build_rules(settings, judge) if configured else []
@@ -232,6 +243,11 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None) -> No
         explanation = explain_trace(
             trace_id, spans, rules, conversations=conversations, allocation=allocation
         )
+    if suggest:
+        refused = [line.span_id for line in explanation.spans if any(v.refusal for v in line.rules)]
+        block = suggest_readers(spans, refused)
+        click.echo(block or f"# every span of trace {trace_id} is read: no reader to suggest")
+        return
     _print_explanation(explanation, configured)
 
 

@@ -123,13 +123,13 @@ def compile_path(path: str) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _walk(value: Any, steps: Sequence[Step]) -> Any:
+def walk(value: Any, steps: Sequence[Step]) -> Any:
     for n, step in enumerate(steps):
         value = maybe_json(value)
         if step is _EVERY:
             if not isinstance(value, list):
                 return None
-            found = [_walk(item, steps[n + 1 :]) for item in value]
+            found = [walk(item, steps[n + 1 :]) for item in value]
             return [f for f in found if f is not None] or None
         if isinstance(step, int):
             if not isinstance(value, list) or not -len(value) <= step < len(value):
@@ -275,7 +275,7 @@ class FieldSource(BaseModel):
         value = self.raw(span)
         if value is None:
             return None
-        value = _walk(value, self._steps)
+        value = walk(value, self._steps)
         for apply in self._apply:
             if value is None:
                 break

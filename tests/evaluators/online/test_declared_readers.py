@@ -360,3 +360,51 @@ def test_a_path_that_never_matches_is_logged_once(
     assert "reader 'y' input: attribute y.q $.prompt has matched nothing for an hour" in (
         record.getMessage()
     )
+
+
+# ----------------------------------------------------------------- explain --suggest-reader
+def test_suggested_reader_pasted_unchanged_reads_the_model_calls(
+    acme: Path, tmp_path: Path, judge: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reader: explain --suggest-reader on a stored turn prints a block; that block, pasted
+    unchanged into the worker's file, reads every model call of the made-up instrumentation
+    (the LLM rules' 10 owed evaluations right)."""
+    from click.testing import CliRunner
+
+    from spanjudge.cli.app import cli
+
+    before = _replay(tmp_path / "before", judge)
+    [trace_id, *_] = before.turn_of_trace
+    store_url = f"sqlite:///{tmp_path / 'before'}/{RECORDING}.db"
+    result = CliRunner().invoke(
+        cli, ["explain", trace_id, "--store", store_url, "--suggest-reader"]
+    )
+    assert result.exit_code == 0, result.output
+    block = result.output
+    assert "[[readers]]" in block
+    toml = tmp_path / "worker.toml"
+    toml.write_text(block, encoding="utf-8")
+    real = interop.load_settings
+    monkeypatch.setattr(interop, "load_settings", lambda _, **kw: real(toml, **kw))
+    after = _replay(tmp_path / "after", judge)
+    verdict = judge_recording(after, [], LLM_RULES, interop.TOPICS)
+    llm_owed = 2 * len(interop.scenario.TURNS)
+    assert verdict.scored_right - 1 == llm_owed, (block, verdict.wrong)  # +1: the conversation
+
+
+def test_nothing_to_suggest_when_every_span_is_read(
+    acme: Path, tmp_path: Path, judge: ScriptedJudgeServer
+) -> None:
+    from click.testing import CliRunner
+
+    from spanjudge.cli.app import cli
+
+    toml = tmp_path / "readers.toml"
+    toml.write_text(f'store_url = "sqlite:///{tmp_path}/x.db"\n' + READERS_TOML, encoding="utf-8")
+    done = _replay(tmp_path, judge)
+    [trace_id, *_] = done.turn_of_trace
+    store_url = f"sqlite:///{tmp_path}/{RECORDING}.db"
+    args = ["explain", trace_id, "--config", str(toml), "--store", store_url, "--suggest-reader"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "no reader to suggest" in result.output
