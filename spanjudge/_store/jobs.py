@@ -104,7 +104,7 @@ _RESULT_COLUMNS = (
 
 
 class JobQueries(SqlCore):
-    """:class:`~spanjudge._store.base.JobQueue` over the shared SQL core; completing a
+    """Evaluation jobs over the shared SQL core: one per (rule, target) ever, leased; completing a
     job stores its result in the same transaction."""
 
     #: appended to a select that locks rows before an update (PostgreSQL: ``FOR UPDATE``)

@@ -21,7 +21,7 @@ from spanjudge.errors import ConfigError
 
 
 class JudgeCacheQueries(SqlCore):
-    """:class:`~spanjudge._store.base.JudgeCache` over the shared SQL core."""
+    """The judge cache over the shared SQL core: scored results kept by cache key."""
 
     def cached_result(self, cache_key: str, *, since: float) -> EvaluationRecord | None:
         """The result stored under ``cache_key`` at or after ``since`` (its hit counted), or

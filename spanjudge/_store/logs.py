@@ -65,7 +65,7 @@ def log_from_row(row: Sequence[Any]) -> LogEvent:
 
 
 class LogQueries(SqlCore):
-    """:class:`~spanjudge._store.base.EventLog` over the shared SQL core."""
+    """GenAI content log events over the shared SQL core."""
 
     def write_logs(self, events: Sequence[LogEvent], *, now: float | None = None) -> None:
         """Store events; ``now`` is their arrival time (default: the wall clock). An event

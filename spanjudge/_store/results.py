@@ -20,7 +20,7 @@ from spanjudge.errors import ConfigError
 
 
 class ResultQueries(SqlCore):
-    """:class:`~spanjudge._store.base.ResultStore` over the shared SQL core."""
+    """Evaluation results over the shared SQL core: queries, budgets, the emit-once log."""
 
     def unemitted_results(
         self, *, outputs: Collection[str] | None = None, limit: int = 100

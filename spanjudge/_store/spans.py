@@ -74,7 +74,7 @@ def mark_planned_in(
 
 
 class SpanQueries(LateQueries):
-    """:class:`~spanjudge._store.base.SpanLog` over the shared SQL core (with the
+    """The span log over the shared SQL core (with the
     enrich-mode outbox entries a write may carry, and the late spans it finds)."""
 
     #: appended to a sub-select that locks rows before an UPDATE (PostgreSQL: ``FOR UPDATE``)

@@ -13,7 +13,7 @@ from spanjudge._store.sql_base import SqlCore
 
 
 class StatsQueries(SqlCore):
-    """The ``stats()`` part of :class:`~spanjudge._store.base.StoreAdmin`."""
+    """The store's backlog figures (``stats()``)."""
 
     def stats(self, *, now: float) -> StoreStats:
         """Backlog counts (cheap: indexed)."""
