@@ -39,14 +39,22 @@ _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _DECODER = json.JSONDecoder(strict=False)
 
 
+_MAX_FAILED_STARTS = 256
+"""Braces that open no JSON object tried before the search gives up: a chatty answer has a
+handful; an answer of nothing but nested, unclosed objects would otherwise cost a parse
+attempt per brace, each reading far into the text."""
+
+
 def top_level_objects(text: str) -> list[Any]:
     """The JSON objects in ``text`` that no other JSON object holds, in order."""
     found: list[Any] = []
+    failed = 0
     at = text.find("{")
-    while at >= 0:
+    while at >= 0 and failed < _MAX_FAILED_STARTS:
         try:
             value, end = _DECODER.raw_decode(text, at)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON there, or nested deeper than Python reads
+            failed += 1
             at = text.find("{", at + 1)
             continue
         found.append(value)

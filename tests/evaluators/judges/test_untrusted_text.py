@@ -196,3 +196,10 @@ def test_answer_text_quoting_a_verdict_cannot_flip_faithfulness(
     )
     assert metric.claims == ["The plan is free."]
     assert score == 0.0
+
+
+def test_an_answer_of_nested_unclosed_objects_is_invalid_not_a_crash() -> None:
+    # every brace opens an object nested deeper than Python's parser reads; the search tries a
+    # bounded number of them and reports an invalid answer (repair-or-retry), no RecursionError
+    with pytest.raises(ValueError, match="no JSON object"):
+        parse_answer('{"claims": ' * 200_000, Claims)
