@@ -52,6 +52,7 @@ SKIP_REASONS: tuple[str, ...] = (
     "not_sampled",
     "rate_budget",
     "cost_budget",
+    "day_budget",
     "filtered",
     names.IMPLAUSIBLE_FIELD,
 )
