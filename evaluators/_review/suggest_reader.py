@@ -103,11 +103,11 @@ def _reader_block(span: SpanRecord, number: int) -> str | None:
         lines.append(f"scope = {_toml(span.scope_name)}")
     lines.append(f"span_name = {_toml(span.name)}")
     for field_name in ("input", "output", "context", "session"):
-        source = fields.get(field_name)
-        if source is None:
+        chosen = fields.get(field_name)
+        if chosen is None:
             continue
         lines.append(f"[readers.{field_name}]")
-        lines.extend(f"{key} = {_toml(value)}" for key, value in source.items())
+        lines.extend(f"{key} = {_toml(value)}" for key, value in chosen.items())
     return "\n".join(lines) + "\n"
 
 
