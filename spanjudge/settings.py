@@ -69,7 +69,7 @@ from spanjudge.settings_checks import (
 from spanjudge.settings_files import file_source
 
 
-def _all_outputs() -> list[Output]:
+def _all_outputs() -> list[Output | Sink]:
     return list(OUTPUTS)
 
 

@@ -224,7 +224,7 @@ def check_evaluation_status(policy: str) -> EvaluationStatus:
         raise ConfigError(
             f"evaluation_status must be one of {', '.join(EVALUATION_STATUSES)}, got {policy!r}"
         )
-    return policy  # type: ignore[return-value]  # checked just above
+    return policy
 
 
 def _status(record: EvaluationRecord, policy: EvaluationStatus) -> Status:

@@ -5,15 +5,21 @@ case that duplicates a write that is not idempotent)::
     with HangingProxy("http://127.0.0.1:6006") as proxy:
         ...  # a worker with phoenix_endpoint = proxy.url writes through it, hears nothing
         assert proxy.forwarded
+
+:func:`deliver_across_a_kill` runs that with two workers on one store.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+from spanjudge._core.span_record import EvaluationRecord
 
 
 class HangingProxy:
@@ -65,3 +71,58 @@ class HangingProxy:
         self._release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not in {timeout} s: {what}")
+        time.sleep(0.3)
+
+
+def deliver_across_a_kill(
+    start_worker: Callable[..., Any],
+    base: dict[str, Any],
+    sink: str,
+    product_url: str,
+    app_request: Any,
+    evaluations: int,
+) -> tuple[list[EvaluationRecord], int]:
+    """A worker (``base`` config with outputs span and ``sink``) whose sink writes through a
+    :class:`HangingProxy` to ``product_url`` is killed once the product wrote its first write
+    (unanswered); a second worker on the same store writes to the product directly until every
+    one of ``evaluations`` results is evaluated and delivered. Returns the results and how
+    many writes the first worker made; the second must exit 0 with no ERROR or refusal logged."""
+    from spanjudge._store import open_store
+
+    # a short lease: the first worker's jobs and unconfirmed results are taken over at once
+    config = {**base, "outputs": ["span", sink], "lease_seconds": 1.0}
+
+    with HangingProxy(product_url) as proxy:
+        first = start_worker({**config, f"{sink}_endpoint": proxy.url}, name="first")
+        first.wait_ready()
+        assert first.post(app_request).status_code == 200
+        wait_until(lambda: proxy.writes() >= 1, 60, f"a first {sink} write")
+        first.kill()
+        written = proxy.writes()
+    second = start_worker({**config, f"{sink}_endpoint": product_url}, name="second")
+    second.wait_ready()
+    store = open_store(config["store_url"])
+    try:
+        wait_until(
+            lambda: (
+                len(store.results()) == evaluations
+                # the span output's mark is set once the span and the sink took the result
+                and not store.unemitted_results(outputs=["span"])
+            ),
+            120,
+            "every result evaluated and delivered",
+        )
+        results = store.results()
+    finally:
+        store.close()
+    assert second.terminate() == 0
+    log = second.log()
+    assert " ERROR " not in log and "refused" not in log, log
+    return results, written

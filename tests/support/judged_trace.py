@@ -7,6 +7,8 @@ product's UI::
     httpx.post(url + "/v1/traces", content=trace.request.SerializeToString(), ...)
     emitter.emit(trace.result)
     emitter.emit(trace.on_root)
+
+or both at once, as the worker's emitter does: ``trace.deliver(url, "phoenix", sink)``.
 """
 
 from __future__ import annotations
@@ -54,40 +56,51 @@ class JudgedTrace:
         llm.name = "chat gpt-4o-mini"
         llm.start_time_unix_nano, llm.end_time_unix_nano = end - 2_500_000_000, end - 500_000_000
         llm.attributes.extend([kv("gen_ai.operation.name", "chat")])
-        result = EvaluationRecord(
-            rule="faithfulness-llm",
-            metric="faithfulness",
-            target_type="llm",
-            target_id=llm_id.hex(),
-            trace_id=trace_id.hex(),
-            span_id=llm_id.hex(),
-            score=0.4,
-            label="fail",
-            success=False,
-            threshold=0.7,
-            reason=REASON,
-            judge_model="gpt-4o-mini",
-            service_name=service,
-            target_end_unix_nano=llm.end_time_unix_nano,
-            started_at=time.time() - 2,
-            finished_at=time.time(),
-        )
-        on_root = EvaluationRecord(
-            rule="bias-agent",
-            metric="bias",
-            target_type="agent",
-            target_id=root_id.hex(),
-            trace_id=trace_id.hex(),
-            span_id=root_id.hex(),
-            score=0.1,
-            label="pass",
-            success=True,
-            threshold=0.5,
-            reason="no opinion about a group of people",
-            judge_model="gpt-4o-mini",
-            service_name=service,
-            target_end_unix_nano=root.end_time_unix_nano,
-            started_at=time.time() - 2,
-            finished_at=time.time(),
-        )
+
+        def verdict(span: Any, rule: str, metric: str, target: str, **fields: Any) -> Any:
+            return EvaluationRecord(
+                rule=rule,
+                metric=metric,
+                target_type=target,  # type: ignore[arg-type]
+                target_id=span.span_id.hex(),
+                trace_id=trace_id.hex(),
+                span_id=span.span_id.hex(),
+                judge_model="gpt-4o-mini",
+                service_name=service,
+                target_end_unix_nano=span.end_time_unix_nano,
+                started_at=time.time() - 2,
+                finished_at=time.time(),
+                **fields,
+            )
+
+        result = verdict(
+            llm, "faithfulness-llm", "faithfulness", "llm",
+            score=0.4, label="fail", success=False, threshold=0.7, reason=REASON,
+        )  # fmt: skip
+        on_root = verdict(
+            root, "bias-agent", "bias", "agent", score=0.1, label="pass", success=True,
+            threshold=0.5, reason="no opinion about a group of people",
+        )  # fmt: skip
         return cls(request, trace_id.hex(), llm_id.hex(), result, on_root)
+
+    def deliver(self, url: str, name: str, sink: Any, **resource: str) -> None:
+        """Both results out the way a worker sends them: the evaluation spans over OTLP to
+        ``url`` (the resource the worker's, plus ``resource``; OTLP headers from the
+        environment) and ``sink`` (the output ``name``), each confirmed by both."""
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+
+        from spanjudge.exporters._emit.emitter import ScoreEmitter
+
+        emitter = ScoreEmitter(
+            outputs=["span", name],
+            span_exporter=OTLPSpanExporter(endpoint=url + "/v1/traces"),
+            resource=Resource({"service.name": "spanjudge-worker", **resource}),
+            sinks={name: sink},
+        )
+        emitter.emit(self.result, key=1)
+        emitter.emit(self.on_root, key=2)
+        assert emitter.force_flush(30)
+        confirmed = sorted(emitter.take_confirmed())
+        emitter.shutdown()
+        assert confirmed == sorted((key, out) for key in (1, 2) for out in ("span", name))

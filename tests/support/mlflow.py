@@ -14,41 +14,27 @@ no telemetry::
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.ports import free_port
-
-PROVIDED_BY = (
-    "run `bash scripts/test`, which installs MLflow in a venv of its own (scripts/mlflow_env)"
-    " and exports SPANJUDGE_MLFLOW_PYTHON"
-)
-# The first start creates the database (migrations): about 20 s on the 2-core machine.
-START_TIMEOUT = 180.0
+from tests.support.server_process import ServerProcess, provided_python
 
 
 def mlflow_python() -> str:
-    python = os.environ.get("SPANJUDGE_MLFLOW_PYTHON")
-    if not python or not Path(python).exists():
-        pytest.fail(f"MLflow is not provided (SPANJUDGE_MLFLOW_PYTHON={python!r}): {PROVIDED_BY}")
-    return python
+    return provided_python("SPANJUDGE_MLFLOW_PYTHON", "MLflow", "scripts/mlflow_env")
 
 
 @dataclass
-class MlflowServer:
-    url: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
+class MlflowServer(ServerProcess):
+    HEALTH = "/health"
+    NAME = "MLflow"
 
     @classmethod
     def start(cls, folder: Path) -> MlflowServer:
-        python = mlflow_python()
         port = free_port()
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -56,58 +42,18 @@ class MlflowServer:
             "MLFLOW_DISABLE_TELEMETRY": "true",
             "DO_NOT_TRACK": "true",
         }
-        log_path = folder / "mlflow.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [python, "-m", "mlflow", "server", *cls.arguments(folder, port)],
-                cwd=folder,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        server = cls(f"http://127.0.0.1:{port}", proc, log_path)
-        server._wait_healthy()
-        return server
-
-    @staticmethod
-    def arguments(folder: Path, port: int) -> list[str]:
-        return [
+        command = [
+            mlflow_python(),
+            "-m",
+            "mlflow",
+            "server",
             f"--backend-store-uri=sqlite:///{folder}/mlflow.db",
             f"--default-artifact-root={folder / 'artifacts'}",
             "--host=127.0.0.1",
             f"--port={port}",
             "--workers=1",
         ]
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        tail = self.log_path.read_text(errors="replace")[-3000:]
-        pytest.fail(f"MLflow did not start at {self.url}:\n{tail}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def __enter__(self) -> MlflowServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return cls.launch(command, folder, port, env)
 
     # ------------------------------------------------------------------ the REST API
     def create_experiment(self, name: str) -> str:

@@ -13,7 +13,6 @@ its own ports, no telemetry and no external resources::
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,23 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.ports import free_port
-
-PROVIDED_BY = (
-    "run `bash scripts/test`, which installs Phoenix in a venv of its own (scripts/phoenix_env)"
-    " and exports SPANJUDGE_PHOENIX_PYTHON"
-)
-# Phoenix creates its database on first start (migrations): 25-45 s on the 2-core machine.
-START_TIMEOUT = 180.0
+from tests.support.server_process import ServerProcess, provided_python
 
 
 def phoenix_python() -> str:
-    python = os.environ.get("SPANJUDGE_PHOENIX_PYTHON")
-    if not python or not Path(python).exists():
-        pytest.fail(f"Phoenix is not provided (SPANJUDGE_PHOENIX_PYTHON={python!r}): {PROVIDED_BY}")
-    return python
+    return provided_python("SPANJUDGE_PHOENIX_PYTHON", "Phoenix", "scripts/phoenix_env")
 
 
 def micros(stamp: str) -> int:
@@ -47,10 +36,9 @@ def micros(stamp: str) -> int:
 
 
 @dataclass
-class PhoenixServer:
-    url: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
+class PhoenixServer(ServerProcess):
+    HEALTH = "/healthz"
+    NAME = "Phoenix"
 
     @classmethod
     def start(cls, folder: Path) -> PhoenixServer:
@@ -67,48 +55,7 @@ class PhoenixServer:
             "PHOENIX_TELEMETRY_ENABLED": "false",
             "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
         }
-        log_path = folder / "phoenix.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [python, "-m", "phoenix.server.main", "serve"],
-                cwd=folder,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        server = cls(f"http://127.0.0.1:{port}", proc, log_path)
-        server._wait_healthy()
-        return server
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        tail = self.log_path.read_text(errors="replace")[-3000:]
-        pytest.fail(f"Phoenix did not start at {self.url}:\n{tail}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def __enter__(self) -> PhoenixServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return cls.launch([python, "-m", "phoenix.server.main", "serve"], folder, port, env)
 
     # ------------------------------------------------------------------ reading back
     def traces(self, project: str = "default") -> list[dict[str, Any]]:

@@ -15,18 +15,15 @@ traces and the worker's evaluation spans going in over OTLP with ``x-mlflow-expe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from spanjudge._store import open_store
 from spanjudge.testing import ScriptedJudgeServer
 from tests.support.backend_docs import docs_query
-from tests.support.hanging_proxy import HangingProxy
+from tests.support.hanging_proxy import deliver_across_a_kill
 from tests.support.mlflow import MlflowServer
 from tests.worker.conftest import base_config
 
@@ -39,14 +36,6 @@ EVALUATIONS = 17  # the demo traffic under the three rules of base_config
 def mlflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     with MlflowServer.start(tmp_path_factory.mktemp("mlflow")) as server:
         yield server
-
-
-def wait_until(done: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not in {timeout} s: {what}")
-        time.sleep(0.3)
 
 
 def ours(info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -64,54 +53,16 @@ def test_every_result_is_one_assessment_pair_across_a_kill_and_the_service_stays
     experiment = mlflow.create_experiment("support")
     header = {"x-mlflow-experiment-id": experiment}
     # the app sends its spans to MLflow and to the worker (as a Collector would fan out)
-    sent = httpx.post(
-        mlflow.url + "/v1/traces",
-        content=demo_request.SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf", **header},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
+    mlflow.send_spans(demo_request, **header)
     judged = {s.trace_id.hex() for rs in demo_request.resource_spans for ss in rs.scope_spans
               for s in ss.spans}  # fmt: skip
     assert len(mlflow.search(experiment, "tags.`service.name` = 'support-bot'")) == len(judged)
     # the worker's evaluation spans go into the same experiment (docs/backends.md, "MLflow")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"x-mlflow-experiment-id={experiment}")
-    store_url = f"sqlite:///{tmp_path}/mlflow.db"
-    config = {
-        **base_config(offline_judge, store_url, mlflow.url),
-        "outputs": ["span", "mlflow"],
-        "lease_seconds": 1.0,
-    }
-    with HangingProxy(mlflow.url) as proxy:
-        # the first worker's writes reach MLflow, their answers never come back: killed then
-        first = start_worker({**config, "mlflow_endpoint": proxy.url}, name="first")
-        first.wait_ready()
-        assert first.post(demo_request).status_code == 200
-        store = open_store(store_url)
-        try:
-            wait_until(lambda: proxy.writes() >= 1, 60, "a first assessment written")
-            first.kill()
-        finally:
-            store.close()
-    written_before_the_kill = proxy.writes()
-    second = start_worker({**config, "mlflow_endpoint": mlflow.url}, name="second")
-    second.wait_ready()
-    store = open_store(store_url)
-    try:
-        wait_until(
-            lambda: (
-                len(store.results()) == EVALUATIONS
-                and not store.unemitted_results(outputs=["span"])
-            ),  # span and sink: one mark
-            120,
-            "every result evaluated and delivered",
-        )
-        results = store.results()
-    finally:
-        store.close()
-    assert second.terminate() == 0
-    log = second.log()
-    assert " ERROR " not in log and "refused" not in log, log
+    base = base_config(offline_judge, f"sqlite:///{tmp_path}/mlflow.db", mlflow.url)
+    results, written_before_the_kill = deliver_across_a_kill(
+        start_worker, base, "mlflow", mlflow.url, demo_request, EVALUATIONS
+    )
 
     scored = [r for r in results if r.status == "scored"]
     assert len(scored) == EVALUATIONS and written_before_the_kill >= 1
@@ -153,16 +104,12 @@ def test_every_result_is_one_assessment_pair_across_a_kill_and_the_service_stays
 
 
 def test_mlflow_shows_the_score_and_label_in_its_trace_list_and_trace_page(
-    mlflow: MlflowServer, capsys: pytest.CaptureFixture[str]
+    mlflow: MlflowServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real browser (Debian's Chromium) finds the results where an MLflow user looks: the
     ``faithfulness`` and ``faithfulness.label`` columns of the trace list (beside the app's
     own service tag), and the judged trace's assessments panel, without opening the
     evaluation span (issue 39)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-
-    from spanjudge.exporters._emit.emitter import ScoreEmitter
     from spanjudge.exporters._sinks import MlflowSink
     from tests.support.browser import artifacts_folder, chromium, shot, wait_for_text
     from tests.support.judged_trace import JudgedTrace
@@ -170,26 +117,9 @@ def test_mlflow_shows_the_score_and_label_in_its_trace_list_and_trace_page(
     experiment = mlflow.create_experiment("browser")
     header = {"x-mlflow-experiment-id": experiment}
     trace = JudgedTrace.make("support-bot")
-    sent = httpx.post(
-        mlflow.url + "/v1/traces",
-        content=trace.request.SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf", **header},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
-    emitter = ScoreEmitter(
-        outputs=["span", "mlflow"],
-        span_exporter=OTLPSpanExporter(endpoint=mlflow.url + "/v1/traces", headers=header),
-        resource=Resource({"service.name": "spanjudge-worker"}),
-        sinks={"mlflow": MlflowSink(mlflow.url)},
-    )
-    emitter.emit(trace.result, key=1)
-    emitter.emit(trace.on_root, key=2)
-    assert emitter.force_flush(30)
-    assert sorted(emitter.take_confirmed()) == [
-        (1, "mlflow"), (1, "span"), (2, "mlflow"), (2, "span")
-    ]  # fmt: skip
-    emitter.shutdown()
+    mlflow.send_spans(trace.request, **header)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"x-mlflow-experiment-id={experiment}")
+    trace.deliver(mlflow.url, "mlflow", MlflowSink(mlflow.url))
 
     def tidy(page: Any) -> None:
         """Put away what MLflow's UI opens over the traces on a first visit: its assistant's

@@ -30,7 +30,7 @@ from spanjudge._store import open_store
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.loop.test_demo_and_scheduler import run_demo
 from tests.support import backend_docs
-from tests.support.hanging_proxy import HangingProxy
+from tests.support.hanging_proxy import deliver_across_a_kill
 from tests.support.phoenix import PhoenixServer, micros
 from tests.worker.conftest import base_config
 
@@ -93,13 +93,7 @@ def test_a_worker_sends_phoenix_spans_that_keep_every_traces_duration(
 ) -> None:
     app = in_project(demo_request, PROJECT)
     # the app sends its spans to Phoenix and to the worker (as a Collector would fan out)
-    sent = httpx.post(
-        phoenix.url + "/v1/traces",
-        content=app.SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf"},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
+    phoenix.send_spans(app)
     # the worker's resource joins the app's project (docs/scores.md, "Phoenix")
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
     store_url = f"sqlite:///{tmp_path}/phoenix.db"
@@ -181,55 +175,14 @@ def test_every_result_is_one_phoenix_annotation_across_a_kill_and_a_restart(
     start_worker: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import time
-
     app = in_project(demo_request, PROJECT)
-    sent = httpx.post(
-        phoenix.url + "/v1/traces",
-        content=app.SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf"},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
+    phoenix.send_spans(app)  # the app's spans, as a Collector fanning out sends them
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
-    store_url = f"sqlite:///{tmp_path}/annotations.db"
-    config = {
-        **base_config(offline_judge, store_url, phoenix.url),
-        "outputs": ["span", "phoenix"],
-        "lease_seconds": 1.0,
-    }
-
-    def wait_until(done: Any, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            assert time.monotonic() < deadline, f"not in {timeout} s: {what}"
-            time.sleep(0.3)
-
-    with HangingProxy(phoenix.url) as proxy:
-        # the first worker's annotations reach Phoenix, their answers never come back: killed
-        first = start_worker({**config, "phoenix_endpoint": proxy.url}, name="first")
-        first.wait_ready()
-        assert first.post(app).status_code == 200
-        wait_until(lambda: proxy.writes() >= 1, 60, "a first annotation written")
-        first.kill()
-    second = start_worker({**config, "phoenix_endpoint": phoenix.url}, name="second")
-    second.wait_ready()
-    store = open_store(store_url)
-    try:
-        wait_until(
-            lambda: (
-                len(store.results()) == EVALUATIONS
-                and not store.unemitted_results(outputs=["span"])
-            ),  # span and sink: one mark
-            120,
-            "every result evaluated and delivered",
-        )
-        results = store.results()
-    finally:
-        store.close()
-    assert second.terminate() == 0
-    assert " ERROR " not in second.log() and "refused" not in second.log()
-
+    base = base_config(offline_judge, f"sqlite:///{tmp_path}/annotations.db", phoenix.url)
+    results, written = deliver_across_a_kill(
+        start_worker, base, "phoenix", phoenix.url, app, EVALUATIONS
+    )
+    assert written >= 1
     scored = [r for r in results if r.status == "scored"]
     assert len(scored) == EVALUATIONS
     on_spans = [r for r in scored if r.target_type in ("llm", "agent")]
@@ -260,39 +213,17 @@ def test_phoenix_shows_the_score_and_label_in_its_trace_list_and_trace_page(
     agent turn's score in the trace list's span-annotations column (the list's row is the
     root), the LLM call's score, label and reason on its chip in the trace tree; the
     evaluation spans are never opened (issue 39)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-
-    from spanjudge.exporters._emit.emitter import ScoreEmitter
     from spanjudge.exporters._sinks import PhoenixSink
     from tests.support.browser import artifacts_folder, chromium, shot, wait_for_text
     from tests.support.judged_trace import REASON, JudgedTrace
 
     project = "browser"
     trace = JudgedTrace.make("support-bot", project=project)
-    sent = httpx.post(
-        phoenix.url + "/v1/traces",
-        content=trace.request.SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf"},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
+    phoenix.send_spans(trace.request)
     phoenix.wait_for_traces(lambda traces: len(traces) == 1, project)
-    emitter = ScoreEmitter(
-        outputs=["span", "phoenix"],
-        span_exporter=OTLPSpanExporter(endpoint=phoenix.url + "/v1/traces"),
-        resource=Resource(
-            {"service.name": "spanjudge-worker", "openinference.project.name": project}
-        ),
-        sinks={"phoenix": PhoenixSink(phoenix.url)},
+    trace.deliver(
+        phoenix.url, "phoenix", PhoenixSink(phoenix.url), **{"openinference.project.name": project}
     )
-    emitter.emit(trace.result, key=1)
-    emitter.emit(trace.on_root, key=2)
-    assert emitter.force_flush(30)
-    assert sorted(emitter.take_confirmed()) == [
-        (1, "phoenix"), (1, "span"), (2, "phoenix"), (2, "span")
-    ]  # fmt: skip
-    emitter.shutdown()
     phoenix.wait_for_traces(lambda traces: len(traces[0]["spans"]) == 4, project)
     projects = httpx.get(f"{phoenix.url}/v1/projects", timeout=10).json()["data"]
     [project_id] = [p["id"] for p in projects if p["name"] == project]
