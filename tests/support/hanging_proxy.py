@@ -88,12 +88,14 @@ def deliver_across_a_kill(
     product_url: str,
     app_request: Any,
     evaluations: int,
+    before_stop: Callable[[Any, list[EvaluationRecord]], None] | None = None,
 ) -> tuple[list[EvaluationRecord], int]:
     """A worker (``base`` config with outputs span and ``sink``) whose sink writes through a
     :class:`HangingProxy` to ``product_url`` is killed once the product wrote its first write
     (unanswered); a second worker on the same store writes to the product directly until every
     one of ``evaluations`` results is evaluated and delivered. Returns the results and how
-    many writes the first worker made; the second must exit 0 with no ERROR or refusal logged."""
+    many writes the first worker made; the second must exit 0 with no ERROR or refusal logged.
+    ``before_stop(second worker, results)`` runs while the second worker still serves."""
     from spanjudge._store import open_store
 
     # a short lease: the first worker's jobs and unconfirmed results are taken over at once
@@ -122,6 +124,8 @@ def deliver_across_a_kill(
         results = store.results()
     finally:
         store.close()
+    if before_stop is not None:
+        before_stop(second, results)
     assert second.terminate() == 0
     log = second.log()
     assert " ERROR " not in log and "refused" not in log, log

@@ -19,6 +19,7 @@ takes OTLP traces and answers 405 on /v1/logs (issue 30 items 10 and 12):
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,9 +180,36 @@ def test_every_result_is_one_phoenix_annotation_across_a_kill_and_a_restart(
     phoenix.send_spans(app)  # the app's spans, as a Collector fanning out sends them
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
     base = base_config(offline_judge, f"sqlite:///{tmp_path}/annotations.db", phoenix.url)
+    labelled: list[Any] = []
+
+    def a_person_labels_a_span(worker: Any, results: list[Any]) -> None:
+        # a person's label posted to the worker goes to Phoenix as a HUMAN annotation
+        [judged, *_] = [r for r in results if r.target_type == "llm"]
+        body = {
+            "trace_id": judged.trace_id, "span_id": judged.span_id, "metric": "faithfulness",
+            "label": "fail", "note": "cites the wrong policy", "annotator": "dana",
+        }  # fmt: skip
+        answer = httpx.post(worker.url + "/v1/feedback", json=body, timeout=10)
+        assert answer.status_code == 200, answer.text
+        labelled.append(judged)
+
+        def human() -> list[dict[str, Any]]:
+            found = annotations(phoenix, "span", [str(judged.span_id)])
+            return [a for a in found if a["annotator_kind"] == "HUMAN"]
+
+        deadline = time.monotonic() + 30
+        while not human():
+            assert time.monotonic() < deadline, "the label never reached Phoenix"
+            time.sleep(0.3)
+        [mine] = human()
+        assert mine["name"] == "faithfulness" and mine["identifier"] == "spanjudge:human:dana"
+        assert mine["result"]["label"] == "fail"
+        assert mine["result"]["explanation"] == "cites the wrong policy"
+
     results, written = deliver_across_a_kill(
-        start_worker, base, "phoenix", phoenix.url, app, EVALUATIONS
+        start_worker, base, "phoenix", phoenix.url, app, EVALUATIONS, a_person_labels_a_span
     )
+    assert labelled
     assert written >= 1
     scored = [r for r in results if r.status == "scored"]
     assert len(scored) == EVALUATIONS
@@ -189,7 +217,7 @@ def test_every_result_is_one_phoenix_annotation_across_a_kill_and_a_restart(
     on_traces = [r for r in scored if r.target_type in ("trace", "conversation")]
     found = annotations(phoenix, "span", sorted({str(r.span_id) for r in on_spans}))
     found += annotations(phoenix, "trace", sorted({str(r.trace_id) for r in on_traces}))
-    ours = [a for a in found if a["identifier"].startswith("spanjudge:")]
+    ours = [a for a in found if a["annotator_kind"] == "LLM"]  # the label is HUMAN
     # one annotation per result, on its own span or trace, with the verdict: nothing twice
     assert len(ours) == len(scored)
     for record in scored:
