@@ -177,29 +177,49 @@ class RepeatedCallCheck(TrajectoryCheck):
         return {"max_repeats": self.max_repeats}
 
     def _check(self, trajectory: Any) -> tuple[bool, str, list[dict[str, Any]]]:
-        calls = [(s.index, s.name, s.arguments) for s in trajectory.tool_calls]
-        if not calls:
+        # (step, tool, arguments, hidden): arguments not recorded (content capture off) are
+        # unknown, not equal, so such calls are never counted as repeats of each other
+        calls = [
+            (s.index, s.name, s.arguments, bool(getattr(s, "arguments_hidden", False)))
+            for s in trajectory.tool_calls
+        ]
+        if not calls:  # a model's request always carries its arguments unless they were hidden
             calls = [
-                (s.index, c.name, c.arguments) for s in trajectory.model_calls for c in s.tool_calls
+                (s.index, c.name, c.arguments, c.arguments is None)
+                for s in trajectory.model_calls
+                for c in s.tool_calls
             ]
         seen: dict[tuple[str, str], list[int]] = {}
-        for index, name, arguments in calls:
+        hidden = 0
+        for index, name, arguments, unknown in calls:
+            if unknown:
+                hidden += 1
+                continue
             seen.setdefault((name, _canonical(arguments)), []).append(index)
         loops = [(k, v) for k, v in seen.items() if len(v) >= self.max_repeats]
         verdicts = [
             {"tool": name, "arguments": args, "steps": steps, "times": len(steps)}
             for (name, args), steps in loops
         ]
+        unseen = (
+            f"; {hidden} call(s) with hidden arguments (content capture off) not compared"
+            if hidden
+            else ""
+        )
         if not loops:
             most = max((len(v) for v in seen.values()), default=0)
-            return True, f"no call repeated {self.max_repeats} times (most: {most})", verdicts
+            return (
+                True,
+                f"no call repeated {self.max_repeats} times (most: {most}){unseen}",
+                verdicts,
+            )
         parts = [
             f"{name} {_clip(args)} called {len(steps)} times (steps {_indices(steps)})"
             for (name, args), steps in loops
         ]
         return (
             False,
-            f"repeated identical calls, limit {self.max_repeats}: " + "; ".join(parts),
+            f"repeated identical calls, limit {self.max_repeats}: " + "; ".join(parts) + unseen,
             verdicts,
         )
 

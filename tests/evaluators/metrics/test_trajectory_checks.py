@@ -108,6 +108,35 @@ def test_requested_calls_count_when_no_tool_span_was_recorded() -> None:
     assert "steps 0, 1, 2" in (check.reason or "")
 
 
+def test_calls_whose_arguments_were_hidden_are_not_the_same_call() -> None:
+    """Content capture off: two calls of one tool with unrecorded arguments are not known to be
+    a loop; the same calls with the arguments recorded as empty are."""
+    hidden = [
+        Step(i, "tool_call", "refund", str(i), arguments=None, arguments_hidden=True)
+        for i in range(3)
+    ]
+    check = RepeatedCallCheck(max_repeats=2)
+    assert check.measure(case_of(Trajectory("agent", "t", "s", steps=hidden))) == 1.0
+    assert check.reason == (
+        "no call repeated 2 times (most: 0); 3 call(s) with hidden arguments "
+        "(content capture off) not compared"
+    )
+    shown = [Step(i, "tool_call", "refund", str(i), arguments=None) for i in range(3)]
+    assert check.measure(case_of(Trajectory("agent", "t", "s", steps=shown))) == 0.0
+
+
+def test_requested_calls_without_arguments_are_not_compared() -> None:
+    from spanjudge.evaluators._rebuild.trajectory import ToolRequest
+
+    asks = [
+        Step(i, "model_call", "gpt", str(i), tool_calls=[ToolRequest("search", None)])
+        for i in range(3)
+    ]
+    check = RepeatedCallCheck()
+    assert check.measure(case_of(Trajectory("agent", "t", "s", steps=asks))) == 1.0
+    assert "3 call(s) with hidden arguments" in (check.reason or "")
+
+
 def test_steps_over_the_limit_name_the_first_step_over() -> None:
     check = StepLimitCheck(max_steps=5)
     t = looping_turn(3)
