@@ -62,6 +62,9 @@ BAD: dict[str, list[Callable[[Path], Any]]] = {
         lambda _: spanjudge.feedback(metric="faithfulness", label="maybe", store=":memory:")
     ],
     "monitor": [lambda _: spanjudge.monitor([], store=":memory:", start=False)],
+    "Reader": [lambda _: spanjudge.Reader(name="", kind="llm", match={})],  # type: ignore[arg-type]
+    "ReaderMatch": [lambda _: spanjudge.ReaderMatch(scope="")],
+    "FieldSource": [lambda _: spanjudge.FieldSource(attribute="")],
 }
 for _name in (
     "TaskCompletionMetric", "ToolCorrectnessMetric", "ArgumentCorrectnessMetric",
