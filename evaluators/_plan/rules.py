@@ -349,7 +349,7 @@ class Rule(CheckedModel, RuleOptions):
 
     if not TYPE_CHECKING:  # type checkers keep the signature pydantic derives
 
-        def __init__(self, metric: Any = _UNSET, target: Any = _UNSET, /, **data: Any) -> None:
+        def __init__(self, metric: Any = _UNSET, target: Any = _UNSET, **data: Any) -> None:
             for name, value in (("metric", metric), ("target", target)):
                 if value is not _UNSET:
                     data[name] = value
