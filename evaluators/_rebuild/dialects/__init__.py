@@ -13,7 +13,8 @@ Precedence, first match wins (more specific markers before the generic semconv):
 4. ``pydantic-ai``: scope ``pydantic-ai``/``logfire`` or its ``pydantic_ai.*``/``final_result``
    attributes;
 5. ``litellm``: scope ``litellm`` (before OpenLLMetry: it also writes ``llm.request.type``);
-6. ``openlit``: the ``openlit`` scopes;
+6. ``openlit``: the ``openlit`` scopes' retrieval spans, a shipped reader (:mod:`.shipped`);
+   its other spans are GenAI semconv;
 7. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
 8. ``genai-semconv``: any span with ``gen_ai.operation.name``;
 9. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
@@ -48,10 +49,10 @@ from spanjudge.evaluators._rebuild.dialects import (
     fallback,
     litellm,
     openinference,
-    openlit,
     openllmetry,
     pydantic_ai,
     semconv,
+    shipped,
     spanjudge,
     vercel_ai,
 )
@@ -63,7 +64,6 @@ DIALECTS: tuple[ModuleType, ...] = (
     vercel_ai,
     pydantic_ai,
     litellm,
-    openlit,
     openllmetry,
     semconv,
     fallback,
@@ -85,6 +85,7 @@ def clear_cache() -> None:
 
 
 declared.on_change(clear_cache)
+declared.ship(shipped.READERS)
 
 
 def dialect_of(span: SpanRecord) -> ModuleType | None:
@@ -146,7 +147,7 @@ def read_span(span: SpanRecord) -> GenAIView:
             view.note("input", f"reading span {span.span_id} failed: {type(exc).__name__}: {exc}")
     if declared_reader is not None:
         # the team's reader wins over the dialect's reading; what it leaves unset stays
-        view.dialect = f"reader:{declared_reader.name}"
+        view.dialect = declared_reader.dialect_name
         try:
             declared.apply(declared_reader, view)
         except Exception as exc:  # never: the sources are checked when the reader is made

@@ -24,7 +24,8 @@ Transforms, applied in order after the path:
 * ``strip_markers``: field markers (``[[ ## answer ## ]]``, ``<answer>``) taken out of the text;
 * ``regex:PATTERN``: the pattern's first group (or the whole match) in the text; nothing when it
   does not match;
-* ``join_documents``: a list of documents (strings or ``{"text": ...}`` objects) as one text.
+* ``join_documents``: a list of documents (strings or ``{"text": ...}`` objects) as one text,
+  one a line.
 
 Example::
 
@@ -186,7 +187,7 @@ def _regex(pattern: re.Pattern[str]) -> Callable[[Any], Any]:
 
 def _join_documents(value: Any) -> Any:
     texts = document_texts(maybe_json(value))
-    return "\n\n".join(texts) if texts else None
+    return "\n".join(texts) if texts else None
 
 
 def compile_transform(spec: str) -> Callable[[Any], Any]:
@@ -313,6 +314,7 @@ class ReaderMatch(BaseModel):
     )
 
     _name: re.Pattern[str] | None = PrivateAttr(default=None)
+    _prefix: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _something(self) -> ReaderMatch:
@@ -323,6 +325,9 @@ class ReaderMatch(BaseModel):
             )
         if self.span_name is not None:
             self._name = re.compile(fnmatch.translate(self.span_name))
+        head = (self.scope or "")[:-1]
+        if (self.scope or "").endswith("*") and not any(c in head for c in "*?["):
+            self._prefix = head  # "openlit*": a prefix test, no pattern per span
         return self
 
     @property
@@ -331,7 +336,13 @@ class ReaderMatch(BaseModel):
         return scope if scope is not None and not any(c in scope for c in "*?[") else None
 
     def matches(self, span: SpanRecord) -> bool:
-        if self.scope is not None and not fnmatch.fnmatchcase(span.scope_name or "", self.scope):
+        scope = span.scope_name or ""
+        if self._prefix is not None:
+            if not scope.startswith(self._prefix):
+                return False
+        elif self.scope is not None and not (
+            scope == self.scope or fnmatch.fnmatchcase(scope, self.scope)
+        ):
             return False
         if self._name is not None and not self._name.match(span.name):
             return False
@@ -389,15 +400,21 @@ class Reader(BaseModel):
             ) from None
 
     _dialect: ModuleType | None = PrivateAttr(default=None)
+    _dialect_name: str | None = PrivateAttr(default=None)
+
+    @property
+    def dialect_name(self) -> str:
+        """``reader:<name>`` (a shipped reader: its name, as a built-in dialect's)."""
+        return self._dialect_name or f"reader:{self.name}"
 
     @property
     def as_dialect(self) -> ModuleType:
         """The reader in a dialect's shape (``NAME``, ``matches``, ``kind_of``), for what asks
         which dialect reads a span (the planner's coverage counts)."""
         if self._dialect is None:
-            module = ModuleType(f"reader:{self.name}")
+            module = ModuleType(self.dialect_name)
             kind = self.kind
-            module.NAME = f"reader:{self.name}"  # type: ignore[attr-defined]
+            module.NAME = self.dialect_name  # type: ignore[attr-defined]
             module.matches = self.match.matches  # type: ignore[attr-defined]
             module.kind_of = lambda span: kind  # type: ignore[attr-defined]
             module.read = lambda view: apply(self, view)  # type: ignore[attr-defined]
@@ -433,6 +450,7 @@ class _Installed:
 
 _NONE = _Installed(())
 _current = _NONE
+_shipped = _NONE
 _LOCK = threading.Lock()
 _ON_CHANGE: list[Callable[[], None]] = []
 
@@ -452,6 +470,9 @@ def install(readers: Sequence[Reader | Mapping[str, Any]] | None) -> tuple[Reade
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError(f"readers: the name {repeated[0]!r} is used twice (names key the logs)")
+    taken = sorted(set(names) & {r.name for r in _shipped.readers})
+    if taken:
+        raise ConfigError(f"readers: the name {taken[0]!r} is a shipped reader's: pick another")
     with _LOCK:
         _current = _Installed(made) if made else _NONE
         for callback in _ON_CHANGE:
@@ -463,10 +484,23 @@ def installed() -> tuple[Reader, ...]:
     return _current.readers
 
 
+def ship(readers: Sequence[Reader]) -> None:
+    """The readers shipped with the package (:mod:`.shipped`): read after the installed ones,
+    before the built-in dialects; their dialect name is their own name."""
+    global _shipped
+    for reader in readers:
+        reader._dialect_name = reader.name
+    _shipped = _Installed(readers)
+
+
 def reader_for(span: SpanRecord) -> Reader | None:
-    """The first installed reader that matches ``span`` (scope-indexed), or ``None``."""
+    """The first reader that matches ``span``: the installed ones (by exact scope first), then
+    the shipped ones; ``None`` when none does."""
     current = _current
-    return current.first(span) if current.readers else None
+    found = current.first(span) if current.readers else None
+    if found is None and _shipped.readers:
+        found = _shipped.first(span)
+    return found
 
 
 def field_values(reader: Reader, span: SpanRecord) -> dict[str, Any]:

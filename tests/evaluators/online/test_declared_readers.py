@@ -271,7 +271,7 @@ def test_transforms_each_do_their_part() -> None:
     assert value(attribute="t.double", path="$.inner.text") == "unwrapped"  # parsed on the way
     assert value(attribute="t.answer", transforms=["regex:Verdict: (\\w+)"]) == "YES"
     assert value(attribute="t.answer", transforms=["regex:Nope (\\w+)"]) is None
-    assert value(attribute="t.docs", transforms=["join_documents"]) == "doc one\n\ndoc two"
+    assert value(attribute="t.docs", transforms=["join_documents"]) == "doc one\ndoc two"
     assert value(attribute="t.docs", path="$[*].text") == ["doc one", "doc two"]
     assert value(attribute="t.tagged", transforms=["strip_markers"]) == "Tagged answer"
     assert value(event="t.log", path="$.said") == "from the log body"
@@ -408,3 +408,26 @@ def test_nothing_to_suggest_when_every_span_is_read(
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "no reader to suggest" in result.output
+
+
+# ----------------------------------------------------------------- shipped readers
+def test_openlit_retrieval_is_a_shipped_reader() -> None:
+    """OpenLIT's retrieval spans are read by the reader shipped in dialects/shipped.py (no
+    dialect module), its chat spans by the semconv dialect."""
+    docs = [{"id": "d1", "score": 0.9, "text": "Parcels leave within a day."}]
+    trace = Trace()
+    retrieval = trace.span(
+        "retrieve",
+        attributes={
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.query.text": "When do parcels leave?",
+            "gen_ai.output.messages": json.dumps(docs),
+        },
+    )
+    retrieval.scope_name = "openlit"
+    view = read_span(retrieval)
+    assert (view.dialect, view.kind) == ("openlit", "retriever")
+    assert view.document_texts == ["Parcels leave within a day."]
+    assert view.input_text == "When do parcels leave?"
+    with pytest.raises(ConfigError, match="'openlit' is a shipped reader's"):
+        declared.install([{**READERS[0], "name": "openlit"}])
