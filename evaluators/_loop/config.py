@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from spanjudge._core.checked_model import CheckedModel
 from spanjudge.errors import ConfigError
@@ -58,6 +58,8 @@ Flag = Annotated[bool, BeforeValidator(_bool_or_text)]
 # interval overflows the scheduler's timedelta, a batch_size past 2**63 the SQL LIMIT).
 HOUR = 3600.0
 DAY = 86400.0
+# max_settle_delay_seconds when unset, in settle_seconds: a busy trace waits at most this long.
+SETTLE_DELAY_FACTOR = 6.0
 
 
 class RegressionBaseline(CheckedModel):
@@ -87,6 +89,15 @@ class LoopSettings(BaseModel):
         ge=0,
         le=DAY,
         description="A trace is evaluated once its root ended and no span arrived for this long.",
+    )
+    max_settle_delay_seconds: Number | None = Field(
+        default=None,
+        ge=0,
+        le=DAY,
+        description="A trace that never goes quiet (a span every second) is planned anyway once "
+        "its first unplanned span has waited this long; what comes later is planned as a late "
+        "arrival, and no target is judged twice. At least settle_seconds; null: "
+        f"{SETTLE_DELAY_FACTOR:g} times settle_seconds.",
     )
     idle_seconds: Number = Field(
         default=300.0,
@@ -182,6 +193,22 @@ class LoopSettings(BaseModel):
         "null: no comparison.",
     )
 
+    @field_validator("max_settle_delay_seconds")
+    @classmethod
+    def _not_below_settle(cls, value: float | None, info: ValidationInfo) -> float | None:
+        settle = info.data.get("settle_seconds")
+        if value is not None and settle is not None and value < settle:
+            raise ValueError(f"must be at least settle_seconds ({settle:g})")
+        return value
+
+    @property
+    def settle_delay_limit(self) -> float:
+        """The longest a trace's unplanned spans wait to be planned, in seconds:
+        ``max_settle_delay_seconds``, or ``SETTLE_DELAY_FACTOR`` times ``settle_seconds``."""
+        if self.max_settle_delay_seconds is not None:
+            return self.max_settle_delay_seconds
+        return SETTLE_DELAY_FACTOR * self.settle_seconds
+
     def monitor_config(self) -> MonitorConfig:
         """These settings as the loop's frozen :class:`MonitorConfig` (from a worker's settings,
         say), every field taken over by name."""
@@ -193,7 +220,10 @@ class MonitorConfig(LoopSettings, CheckedModel):
 
     * ``interval_seconds``: between two ticks of the scheduler;
     * ``settle_seconds``: a trace is settled once its root ended and no span arrived for this
-      long; ``idle_seconds``: a conversation is idle after this long without a new span;
+      long; ``max_settle_delay_seconds``: a trace that never goes quiet is planned anyway
+      once its first unplanned span waited this long (default 6 times ``settle_seconds``),
+      later spans as late arrivals; ``idle_seconds``: a conversation is idle after this long
+      without a new span;
     * ``concurrency``: evaluations run at once; ``batch_size``: the most jobs claimed at once
       (a claim never takes more than the free evaluation slots: a job is claimed when a slot
       frees, so leased jobs do not wait behind others);

@@ -261,6 +261,7 @@ class Monitor:
             settle_seconds=self.config.settle_seconds,
             idle_seconds=self.config.idle_seconds,
             limit=PLAN_STEP,
+            max_delay_seconds=self.config.settle_delay_limit,
         )
 
     def backfill(

@@ -12,6 +12,12 @@ that got spans after it was planned settles again and is planned for the targets
 spans only (the others keep their one job and result); a conversation that got a new turn after
 it was judged is judged again over all its turns, its earlier result kept as superseded. Both
 are counted (:class:`TickReport`, :attr:`Planner.late`) and said at INFO at most once a minute.
+
+A busy trace (a span every second never leaves it quiet for ``settle_seconds``) is planned
+anyway once its first unplanned span has waited ``max_delay_seconds``: it is not marked planned,
+the store notes instead that its spans up to ``now - settle_seconds`` were seen, so what comes
+after is planned as late (the targets planned already keep their one job), at the next bound
+or once the trace settles.
 """
 
 from __future__ import annotations
@@ -85,6 +91,9 @@ class TickReport:
     rejudged_conversations: int = 0
     # errored results redone (backfill --retry-errors)
     retried_errors: int = 0
+    # traces planned before they settled: busy past the settle delay bound (also counted in
+    # planned_traces)
+    busy_traces: int = 0
 
     def count_skip(self, reason: str, count: int = 1) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -149,13 +158,23 @@ class Planner:
             budget.record(cost, now)
 
     def plan(
-        self, report: TickReport, *, now: float, settle_seconds: float, idle_seconds: float
+        self,
+        report: TickReport,
+        *,
+        now: float,
+        settle_seconds: float,
+        idle_seconds: float,
+        max_delay_seconds: float | None = None,
     ) -> None:
         """Plan every settled trace and idle conversation, a page at a time (planned ids drop
         out of the next page, so a backlog never waits a whole interval per page)."""
         while not self._stopping.is_set():
             more = self.plan_page(
-                report, now=now, settle_seconds=settle_seconds, idle_seconds=idle_seconds
+                report,
+                now=now,
+                settle_seconds=settle_seconds,
+                idle_seconds=idle_seconds,
+                max_delay_seconds=max_delay_seconds,
             )
             if not more:
                 break
@@ -168,12 +187,18 @@ class Planner:
         settle_seconds: float,
         idle_seconds: float,
         limit: int = PAGE,
+        max_delay_seconds: float | None = None,
     ) -> bool:
-        """Plan at most ``limit`` settled traces and ``limit`` idle conversations, oldest first:
-        the bounded step the monitor takes between job claims. True when a page was full (more
-        may be waiting)."""
+        """Plan at most ``limit`` settled traces, ``limit`` busy ones (unplanned spans waiting
+        longer than ``max_delay_seconds``; None: no bound) and ``limit`` idle conversations,
+        oldest first: the bounded step the monitor takes between job claims. True when a page
+        was full (more may be waiting)."""
         traces = self.store.settled_traces(settle_seconds=settle_seconds, now=now, limit=limit)
         self.plan_traces(traces, report, now, arrived_before=now - settle_seconds)
+        busy: list[str] = []
+        if max_delay_seconds is not None:  # after the settled ones: those are marked by now
+            busy = self.store.busy_traces(max_delay_seconds=max_delay_seconds, now=now, limit=limit)
+            self.plan_traces(busy, report, now, busy_since=now - settle_seconds)
         # without a conversation rule they are still marked planned, so they do not count as
         # backlog forever
         conversations = self.store.idle_conversations(
@@ -183,7 +208,8 @@ class Planner:
             conversations, report, now, arrived_before=now - idle_seconds
         )
         # a page of conversations all left for later (their jobs are running) is not more work
-        return len(traces) >= limit or (len(conversations) >= limit and held < limit)
+        full = len(traces) >= limit or len(busy) >= limit
+        return full or (len(conversations) >= limit and held < limit)
 
     def plan_traces(
         self,
@@ -193,15 +219,18 @@ class Planner:
         *,
         arrived_before: float | None = None,
         every_target: bool = False,
+        busy_since: float | None = None,
     ) -> None:
         """Plan these traces, a page at a time: each page's spans are read a chunk of traces at
         a time, and its jobs and its "planned" marks are written in one transaction.
         ``arrived_before``: the settle cutoff the ids were read with (a trace that got a span
         since is left to settle again). ``every_target`` (backfill): a trace that got late
-        spans is planned for all its targets, not only theirs."""
+        spans is planned for all its targets, not only theirs. ``busy_since``: the traces are
+        busy ones, not marked planned; spans that arrive from this time on are planned again
+        as late (see :meth:`~spanjudge._store.sql.SpanStore.enqueue_planned`)."""
         for start in range(0, len(trace_ids), PAGE):
             page = trace_ids[start : start + PAGE]
-            self._plan_trace_page(page, report, now, arrived_before, every_target)
+            self._plan_trace_page(page, report, now, arrived_before, every_target, busy_since)
         self.coverage.flush()
 
     def _plan_trace_page(
@@ -211,6 +240,7 @@ class Planner:
         now: float,
         arrived_before: float | None,
         every_target: bool,
+        busy_since: float | None = None,
     ) -> None:
         specs: list[JobSpec] = []
         late = self.store.late_spans(page)
@@ -228,9 +258,15 @@ class Planner:
                     self._plan_trace(spans, specs, report, now, planned, since)
                     if since is not None:
                         counts.trace(trace_id, since, targets=len(specs) - before)
-        report.jobs_enqueued += self.store.enqueue_planned(
-            specs, traces=page, now=now, arrived_before=arrived_before, replanned=sorted(late)
-        )
+        if busy_since is None:
+            report.jobs_enqueued += self.store.enqueue_planned(
+                specs, traces=page, now=now, arrived_before=arrived_before, replanned=sorted(late)
+            )
+        else:
+            report.jobs_enqueued += self.store.enqueue_planned(
+                specs, busy=page, busy_since=busy_since, now=now
+            )
+            report.busy_traces += len(page)
         report.planned_traces += len(page)
         report.replanned_traces += counts.traces
         report.late_spans += counts.spans

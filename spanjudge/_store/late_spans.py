@@ -128,6 +128,18 @@ class LateQueries(OutboxQueries):
                 chunk,
             )
 
+    def note_late(self, cur: Cursor, trace_ids: Sequence[str], *, since: float) -> None:
+        """Inside the planning transaction: the spans of these traces (planned while still
+        busy, not marked) that arrive from ``since`` on are late, whatever the note said."""
+        wanted = sorted({clean_text(t) or "" for t in trace_ids})
+        cur.executemany(
+            self.q(
+                "INSERT INTO late_traces (trace_id, since) VALUES (?, ?)"
+                " ON CONFLICT (trace_id) DO UPDATE SET since = excluded.since"
+            ),
+            [(trace_id, since) for trace_id in wanted],
+        )
+
     def late_spans(self, trace_ids: Sequence[str]) -> dict[str, set[str]]:
         """For those of these traces that got spans after they were planned: the ids of every
         span that arrived since the first late one (evaluation spans included: a reader

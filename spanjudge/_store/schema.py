@@ -291,6 +291,13 @@ MIGRATIONS: list[list[str]] = [
         "            PRIMARY KEY (trace_id, span_id))",
         "CREATE INDEX IF NOT EXISTS held_spans_arrived ON held_spans (arrived_at)",
     ],
+    [
+        # Busy traces (a span every second never goes quiet for settle_seconds) are planned
+        # once their first unplanned span waited max_settle_delay_seconds: found by first
+        # arrival among the unplanned ones (spanjudge/_store/spans.py, busy_traces).
+        "CREATE INDEX IF NOT EXISTS traces_unplanned_first ON traces (first_arrival)"
+        " WHERE planned_at IS NULL",
+    ],
 ]
 
 

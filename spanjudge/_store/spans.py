@@ -178,6 +178,22 @@ class SpanQueries(LateQueries):
         )
         return [row[0] for row in rows]
 
+    def busy_traces(self, *, max_delay_seconds: float, now: float, limit: int = 500) -> list[str]:
+        """Traces not planned yet whose unplanned spans have waited longer than
+        ``max_delay_seconds`` before ``now``, settled or not: the first span arrived before
+        ``now - max_delay_seconds``, and so did the first one since the trace was last planned
+        (its late note). Oldest first arrival first. What :meth:`enqueue_planned` takes as
+        ``busy`` drops out: its note moves to the planning's ``busy_since``."""
+        cutoff = now - max_delay_seconds
+        rows = self.select(
+            "SELECT t.trace_id FROM traces t LEFT JOIN late_traces l ON l.trace_id = t.trace_id"
+            " WHERE t.planned_at IS NULL AND t.first_arrival < ?"
+            " AND (l.since IS NULL OR l.since < ?)"
+            " ORDER BY t.first_arrival LIMIT ?",
+            (cutoff, cutoff, limit),
+        )
+        return [row[0] for row in rows]
+
     def idle_conversations(self, *, idle_seconds: float, now: float, limit: int = 500) -> list[str]:
         """Conversations not planned yet whose last span arrived at or before
         ``now - idle_seconds``. Oldest arrival first."""
@@ -206,6 +222,8 @@ class SpanQueries(LateQueries):
         now: float,
         arrived_before: float | None = None,
         replanned: Sequence[str] = (),
+        busy: Sequence[str] = (),
+        busy_since: float | None = None,
     ) -> int:
         """:meth:`enqueue_jobs` and ``mark_planned(traces=..., conversations=...)`` in one
         transaction, so a page of planned traces is written at once and a trace is never
@@ -214,8 +232,11 @@ class SpanQueries(LateQueries):
         settle or idle cutoff the page was read with), so a span that arrives while the page
         is planned leaves its trace or conversation to settle again instead of unseen.
         ``replanned``: traces planned again for their late spans, whose late-span records
-        are cleared where the trace was marked. Returns how many jobs were new."""
-        if not jobs and not traces and not conversations:
+        are cleared where the trace was marked. ``busy``: traces planned before they settled
+        (:meth:`busy_traces`), not marked: their late note is set to ``busy_since``, so the
+        spans that arrive from then on are planned again as late, and the trace leaves the busy
+        list until its note is older than the bound again. Returns how many jobs were new."""
+        if not jobs and not traces and not conversations and not busy:
             return 0
         with self.transaction() as cur:
             # jobs first: a crash between the two statements rolls both back, and nothing is
@@ -232,6 +253,8 @@ class SpanQueries(LateQueries):
             )
             if replanned:
                 self.clear_late(cur, replanned)
+            if busy:
+                self.note_late(cur, busy, since=wall() if busy_since is None else busy_since)
             return enqueued
 
     def trace_ids_with_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
