@@ -330,26 +330,30 @@ class ReaderMatch(BaseModel):
             self._prefix = head  # "openlit*": a prefix test, no pattern per span
         return self
 
-    @property
-    def exact_scope(self) -> str | None:
-        scope = self.scope
-        return scope if scope is not None and not any(c in scope for c in "*?[") else None
+    def scope_matches(self, scope: str) -> bool:
+        if self.scope is None:
+            return True
+        if self._prefix is not None:
+            return scope.startswith(self._prefix)
+        return scope == self.scope or fnmatch.fnmatchcase(scope, self.scope)
+
+    def rest_matcher(self) -> Callable[[SpanRecord], bool]:
+        """The conditions past the scope, as one plain function (no model attribute reads
+        per span)."""
+        name = self._name
+        present = self.attributes_exist
+        equal = tuple(self.attributes.items())
+
+        def rest(span: SpanRecord) -> bool:
+            if name is not None and not name.match(span.name):
+                return False
+            a = span.attributes
+            return all(k in a for k in present) and all(a.get(k) == v for k, v in equal)
+
+        return rest
 
     def matches(self, span: SpanRecord) -> bool:
-        scope = span.scope_name or ""
-        if self._prefix is not None:
-            if not scope.startswith(self._prefix):
-                return False
-        elif self.scope is not None and not (
-            scope == self.scope or fnmatch.fnmatchcase(scope, self.scope)
-        ):
-            return False
-        if self._name is not None and not self._name.match(span.name):
-            return False
-        a = span.attributes
-        if any(key not in a for key in self.attributes_exist):
-            return False
-        return all(a.get(key) == want for key, want in self.attributes.items())
+        return self.scope_matches(span.scope_name or "") and self.rest_matcher()(span)
 
 
 class Reader(BaseModel):
@@ -427,23 +431,27 @@ class Reader(BaseModel):
 
 
 class _Installed:
-    """The readers in force, indexed: by exact scope first, then the rest in order."""
+    """The readers in force, in order, with the candidates of each scope name worked out once
+    (a handful of scopes carry every span): a span of a scope no reader names costs one dict
+    lookup, on the planner's path and the receiver's."""
+
+    _MAX_SCOPES = 4096
 
     def __init__(self, readers: Sequence[Reader]) -> None:
         self.readers = tuple(readers)
-        self.by_scope: dict[str, tuple[Reader, ...]] = {}
-        self.other: tuple[Reader, ...] = tuple(r for r in readers if r.match.exact_scope is None)
-        for reader in readers:
-            scope = reader.match.exact_scope
-            if scope is not None:
-                self.by_scope[scope] = (*self.by_scope.get(scope, ()), reader)
+        self._by_scope: dict[str, tuple[tuple[Reader, Callable[[SpanRecord], bool]], ...]] = {}
 
     def first(self, span: SpanRecord) -> Reader | None:
-        for reader in self.by_scope.get(span.scope_name or "", ()):
-            if reader.match.matches(span):
-                return reader
-        for reader in self.other:
-            if reader.match.matches(span):
+        scope = span.scope_name or ""
+        candidates = self._by_scope.get(scope)
+        if candidates is None:
+            candidates = tuple(
+                (r, r.match.rest_matcher()) for r in self.readers if r.match.scope_matches(scope)
+            )
+            if len(self._by_scope) < self._MAX_SCOPES:
+                self._by_scope[scope] = candidates
+        for reader, rest in candidates:
+            if rest(span):
                 return reader
         return None
 
@@ -494,13 +502,10 @@ def ship(readers: Sequence[Reader]) -> None:
 
 
 def reader_for(span: SpanRecord) -> Reader | None:
-    """The first reader that matches ``span``: the installed ones (by exact scope first), then
-    the shipped ones; ``None`` when none does."""
-    current = _current
-    found = current.first(span) if current.readers else None
-    if found is None and _shipped.readers:
-        found = _shipped.first(span)
-    return found
+    """The first reader that matches ``span``: the installed ones in order, then the shipped
+    ones; ``None`` when none does."""
+    found = _current.first(span) if _current.readers else None
+    return found if found is not None or not _shipped.readers else _shipped.first(span)
 
 
 def field_values(reader: Reader, span: SpanRecord) -> dict[str, Any]:
