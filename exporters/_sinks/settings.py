@@ -36,6 +36,7 @@ __all__ = ["sink_from_environment", "sinks_from_settings"]
 # the products' own variables for their URL, and the suffixes an OTLP URL may carry
 URL_VARIABLES = {"phoenix": "PHOENIX_COLLECTOR_ENDPOINT", "mlflow": "MLFLOW_TRACKING_URI"}
 KEY_VARIABLES = {"phoenix": "PHOENIX_API_KEY", "mlflow": "MLFLOW_TRACKING_TOKEN"}
+PRODUCTS = {"phoenix": "Phoenix", "mlflow": "MLflow"}
 OTLP_SUFFIXES = ("/v1/traces", "/v1/logs")
 HTTPX_LOG = logging.getLogger("httpx")
 
@@ -52,7 +53,7 @@ def _endpoint(name: str, configured: str | None, downstream: str | None) -> str:
         if candidate and candidate.startswith(("http://", "https://")):
             return _base(candidate)
     raise ConfigError(
-        f"{name}_endpoint: the {name} output needs the URL of {name.capitalize()}: set"
+        f"{name}_endpoint: the {name} output needs the URL of {PRODUCTS[name]}: set"
         f" {name}_endpoint (or {URL_VARIABLES[name]}, or downstream_endpoint)"
     )
 
