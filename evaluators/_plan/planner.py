@@ -255,7 +255,9 @@ class Planner:
                 for trace_id in chunk:
                     before, spans = len(specs), by_trace.get(trace_id, [])
                     since = None if every_target else late_among(spans, late.get(trace_id))
-                    self._plan_trace(spans, specs, report, now, planned, since)
+                    self._plan_trace(
+                        spans, specs, report, now, planned, since, settled=busy_since is None
+                    )
                     if since is not None:
                         counts.trace(trace_id, since, targets=len(specs) - before)
         if busy_since is None:
@@ -285,10 +287,14 @@ class Planner:
         now: float,
         planned: set[tuple[str, str, str]],
         late: set[str] | None,
+        *,
+        settled: bool = True,
     ) -> None:
         """Plan one trace's targets. ``planned``: (rule, target) pairs that have a job already
         (passed over); ``late``: when the trace is planned again, the spans that came after
-        the first time: only targets among them are looked at, and only they are counted."""
+        the first time: only targets among them are looked at, and only they are counted.
+        ``settled``: False for a busy trace, whose spans are not all there yet: a rule that
+        finds no target in them is not counted or said to (its target may come later)."""
         tree: SpanTree | None = None
         reasons: list[tuple[Rule, str | None]] = []
         for rule in self.rules.values():
@@ -334,7 +340,7 @@ class Planner:
             for rule in self.rules.values()
             if rule.target == "conversation"
         )
-        self.coverage.trace(spans, reasons)
+        self.coverage.trace(spans, reasons if settled else [])
 
     def plan_conversations(
         self,

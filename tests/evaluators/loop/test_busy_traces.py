@@ -6,6 +6,7 @@ straight into the store on a controlled clock, one tick a second."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,17 +115,29 @@ def test_with_the_default_a_quiet_trace_settles_as_before(
 
 
 def test_a_rootless_busy_trace_is_planned_by_the_bound_too(
-    store: SpanStore, offline_judge: ScriptedJudgeServer, clock: Clock
+    store: SpanStore,
+    offline_judge: ScriptedJudgeServer,
+    clock: Clock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     mon = monitor(store, offline_judge.judge(), clock, max_settle_delay_seconds=MAX_DELAY)
     trace = Trace()
-    root = trace.agent()  # never sent: its children wait on the orphan rule otherwise
+    root = trace.agent()  # not sent yet: its children wait on the orphan rule otherwise
     first = trace.llm(parent=root)
     store.write_spans([first], now=clock())
     clock.advance(MAX_DELAY)
     assert mon.tick().scored == 0, "the bound is not reached at its cutoff"
     clock.advance(1)
-    assert mon.tick().scored == 1
+    caplog.set_level(logging.WARNING, logger="spanjudge")
+    report = mon.tick()
+    assert (report.scored, report.busy_traces) == (1, 1)
+    # the agent rule found no target yet: not said, the trace is not complete
+    assert not [r for r in caplog.records if "bias-agent" in r.getMessage()]
+    store.write_spans([root], now=clock())
+    clock.advance(SETTLE + 1)
+    report = mon.tick()
+    assert (report.scored, report.late_targets) == (1, 1)
+    assert judged_keys(store) == sorted([("bias-agent", root.span_id), ("bias-llm", first.span_id)])
 
 
 def test_the_bound_is_checked_against_settle_seconds() -> None:
