@@ -70,7 +70,13 @@ def test_the_checks_find_the_planted_error_and_loop_only(
 ) -> None:
     _, verdict = verdicts[recording]
     for rule, tally in verdict.checks.items():
-        assert tally["found"], (rule, tally)
+        if rule == "loops" and recording in CONTENT_OFF:
+            # the loop's arguments were not recorded: calls with hidden arguments are not
+            # known to be the same call, so the check passes and says why (issue 37)
+            assert not tally["found"], tally
+            assert "hidden arguments (content capture off) not compared" in tally["reason"]
+        else:
+            assert tally["found"], (rule, tally)
         assert tally["false_alarms"] == [], (rule, tally)
     assert set(verdict.checks) == {"tool-errors", "loops"}
 
