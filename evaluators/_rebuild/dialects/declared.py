@@ -63,7 +63,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from spanjudge._core.checked_model import error_lines
+from spanjudge._core.checked_model import message_of
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._rebuild.dialects.message_text import (
@@ -99,6 +99,15 @@ _STEP = re.compile(r"""\.([A-Za-z_][\w-]*)|\[(-?\d+)\]|\[\*\]|\[(?:"([^"]+)"|'([
 _MARKERS = re.compile(r"\[\[ ## \w+ ## \]\]|</?[a-z][a-z_]{0,30}>")
 _EVERY = object()
 Step = str | int | object
+
+
+def error_lines_of(errors: list[Any]) -> list[str]:
+    """``key: what is wrong`` for pydantic error dicts (as :func:`error_lines` says them)."""
+    return [
+        f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: "
+        + ("unknown key" if e["type"] == "extra_forbidden" else message_of(e))
+        for e in errors
+    ]
 
 
 def compile_path(path: str) -> tuple[Step, ...]:
@@ -214,7 +223,33 @@ def compile_transform(spec: str) -> Callable[[Any], Any]:
     return plain[name]
 
 
-class FieldSource(BaseModel):
+class _Checked(BaseModel):
+    """Made in Python, a bad value is a :class:`ConfigError` (``FieldSource.path: bad JSON
+    path ...``); inside a :class:`Reader` the reader names the key (``input.path: ...``)."""
+
+    if not TYPE_CHECKING:  # type checkers keep the keyword signature pydantic derives
+
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _nested_error(type(self).__name__, exc) from None
+
+
+def _nested_error(model: str, exc: ValidationError) -> ConfigError:
+    keyed = [
+        (
+            ".".join(str(p) for p in e["loc"]),
+            "unknown key" if e["type"] == "extra_forbidden" else message_of(e),
+        )
+        for e in exc.errors()
+    ]
+    error = ConfigError("; ".join(f"{model}.{k}: {m}" if k else f"{model}: {m}" for k, m in keyed))
+    error.keyed = keyed  # type: ignore[attr-defined]
+    return error
+
+
+class FieldSource(_Checked):
     """Where one field comes from: ``attribute`` (a span attribute) or ``event`` (the last span
     event of that name, a joined log record's ``body`` when it has one), then ``path`` and
     ``transforms`` (see the module docstring)."""
@@ -298,7 +333,7 @@ class FieldSource(BaseModel):
             )
 
 
-class ReaderMatch(BaseModel):
+class ReaderMatch(_Checked):
     """Which spans a reader applies to: every condition given must hold. ``scope`` and
     ``span_name`` are globs (``acme.*``)."""
 
@@ -393,12 +428,19 @@ class Reader(BaseModel):
         except ValidationError as exc:
             name = data.get("name") if isinstance(data, Mapping) else None
             who = f"reader {name!r}" if isinstance(name, str) and name else "reader"
-            named = [e.get("ctx", {}).get("error") for e in exc.errors()]
-            if named and all(isinstance(e, ConfigError) for e in named):
-                # pydantic validates a nested reader through __init__: named there already
-                line = "; ".join(str(e) for e in named)
-                raise PydanticCustomError("reader", "{line}", {"line": line}) from None
-            what = "; ".join(line.replace("Value error, ", "") for line in error_lines(exc))
+            parts: list[str] = []
+            for err in exc.errors():
+                raised = err.get("ctx", {}).get("error")
+                keyed = getattr(raised, "keyed", None)
+                where = ".".join(str(p) for p in err["loc"])
+                if isinstance(raised, ConfigError) and keyed is None:
+                    # pydantic validates a nested reader through __init__: named there already
+                    raise PydanticCustomError("reader", "{line}", {"line": str(raised)}) from None
+                if keyed is not None:  # a FieldSource or ReaderMatch, made by its __init__
+                    parts += [f"{where}.{k}: {m}" if k else f"{where}: {m}" for k, m in keyed]
+                else:
+                    parts += error_lines_of([err])
+            what = "; ".join(parts)
             raise PydanticCustomError(
                 "reader", "{who}: {what}", {"who": who, "what": what}
             ) from None
