@@ -144,7 +144,8 @@ def agent_records(n: int, arrival: float) -> list[Any]:
 
 def make_monitor(store: Any, judge: Any, emitter: Any, sample_rate: float, **opts: Any) -> Any:
     from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-    from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators._loop.config import MonitorConfig
+    from spanjudge.evaluators._loop.monitor import Monitor
     from spanjudge.evaluators._plan.rules import Rule
 
     rule = Rule(

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import spanjudge
 from spanjudge._demo.app import run_traffic
 from spanjudge._demo.judge import start_offline_judge
-from spanjudge._receive.receiver import BackgroundServer
+from spanjudge._receive.serving import BackgroundServer
 from spanjudge.settings import load_settings
 from spanjudge.worker.service import Worker
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from spanjudge._core.kinds import SINKS
 from spanjudge._core.span_record import FeedbackRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 
 if TYPE_CHECKING:
     from spanjudge.exporters._emit.emitter import Emitter

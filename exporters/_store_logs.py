@@ -37,7 +37,7 @@ from spanjudge._receive.logs import (
     content_event_name,
     ignored_reason,
 )
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import ConfigError
 from spanjudge.exporters._store_spans import INVALID_LOG, StoreWriter, WriterOptions
 

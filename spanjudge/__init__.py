@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord, SpanEvent, SpanRecord
     from spanjudge._core.telemetry import Telemetry
     from spanjudge._store import open_store
-    from spanjudge._store.base import SpanLog, SpanStore
+    from spanjudge._store.base import SpanLog
+    from spanjudge._store.sql import SpanStore
     from spanjudge.evaluators._judge.dataset import load_dataset
     from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
     from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
@@ -231,7 +232,7 @@ _LAZY: dict[str, str] = {
     "SpanRecord": "spanjudge._core.span_record",
     "Telemetry": "spanjudge._core.telemetry",
     "SpanLog": "spanjudge._store.base",
-    "SpanStore": "spanjudge._store.base",
+    "SpanStore": "spanjudge._store.sql",
     "MetricSummary": "spanjudge.evaluators._judge.evaluate",
     "TestResult": "spanjudge.evaluators._judge.evaluate",
     "MetricResult": "spanjudge.evaluators._judge.evaluate",

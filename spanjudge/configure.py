@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-    from spanjudge._store.base import SpanStore
+    from spanjudge._store.sql import SpanStore
 
 logger = logging.getLogger("spanjudge")
 

@@ -37,7 +37,7 @@ from spanjudge._receive.feedback_route import AnnotatedSink, AnnotatorTokens
 from spanjudge.errors import FeedbackError
 
 if TYPE_CHECKING:
-    from spanjudge._store.base import SpanStore
+    from spanjudge._store.sql import SpanStore
 
 __all__ = [
     "MAX_ANNOTATOR_CHARS",
@@ -198,7 +198,7 @@ def feedback(
         spanjudge.feedback(trace_id, metric="bias", label="pass", annotator="dana")
     """
     from spanjudge._store import open_store
-    from spanjudge._store.base import SpanStore as StoreType
+    from spanjudge._store.sql import SpanStore as StoreType
 
     item = parse_feedback(
         {

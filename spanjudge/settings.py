@@ -66,7 +66,7 @@ from spanjudge.settings_checks import (
     environment_error,
     format_validation_error,
 )
-from spanjudge.settings_files import file_source
+from spanjudge.settings_files import file_source, file_warnings
 
 
 def _all_outputs() -> list[Output | Sink]:
@@ -494,6 +494,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     Raises ConfigError naming every bad key, or the file when it cannot be read or parsed.
     """
     file = None if path is None else Path(path)
+    file_warnings()  # what start_warnings says is about this load's file, not an earlier one's
     try:
         with _reading(file):
             return WorkerSettings(**overrides)

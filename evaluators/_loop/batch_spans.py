@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import Job
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.evaluators._rebuild.loading import load_trace
 from spanjudge.evaluators._rebuild.targets import Target, find_targets

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._loop.batch_spans import BatchSpans
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.runner import Runner

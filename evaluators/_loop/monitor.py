@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import Redo
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.drain import Drain
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from spanjudge._core.telemetry import Telemetry
     from spanjudge.exporters._emit.emitter import Emitter
 
-__all__ = ["Monitor", "MonitorConfig", "TickReport", "monitor"]
+__all__ = ["Monitor", "monitor"]
 
 logger = logging.getLogger("spanjudge.monitor")
 
@@ -376,7 +376,8 @@ def monitor(
         mon.stop()
     """
     if emitter is None:
-        from spanjudge.exporters._emit.emitter import OUTPUTS, ScoreEmitter
+        from spanjudge._core.kinds import OUTPUTS
+        from spanjudge.exporters._emit.emitter import ScoreEmitter
 
         emitter = ScoreEmitter(outputs=OUTPUTS if outputs is None else outputs)
     elif outputs is not None:

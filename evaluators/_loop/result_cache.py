@@ -25,7 +25,7 @@ import logging
 from typing import Any
 
 from spanjudge._core.span_record import EvaluationRecord
-from spanjudge._store.base import JudgeCache
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.metrics.identity import digest
 
 logger = logging.getLogger("spanjudge.monitor")
@@ -109,7 +109,7 @@ class ResultCache:
     """Looks results up in and writes them to a store's judge cache; store failures are logged
     and make a miss (or a result not kept), never a failed evaluation."""
 
-    def __init__(self, store: JudgeCache, *, max_age_seconds: float) -> None:
+    def __init__(self, store: SpanStore, *, max_age_seconds: float) -> None:
         self.store = store
         self.max_age_seconds = max_age_seconds
 

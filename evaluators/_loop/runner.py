@@ -29,8 +29,8 @@ from tenacity.wait import wait_base
 from spanjudge._core.backoff import delay_after
 from spanjudge._core.log_text import log_text
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
-from spanjudge._store.base import JudgeCache, SpanStore
 from spanjudge._store.models import Job
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import StoreError
 from spanjudge.evaluators._loop.batch_spans import BatchSpans, by_id
 from spanjudge.evaluators._loop.config import MonitorConfig
@@ -66,7 +66,7 @@ async def inline(call: Callable[[], T]) -> T:
     return call()
 
 
-__all__ = ["TRANSIENT_ERRORS", "Runner", "retry_wait", "retry_window"]
+__all__ = ["Runner", "retry_wait", "retry_window"]
 
 
 def retry_wait(config: MonitorConfig) -> wait_base:
@@ -122,7 +122,7 @@ class Runner:
         self.health = JudgeHealth(clock=clock, retry_window=retry_window(config))
         self.cache = (
             ResultCache(store, max_age_seconds=config.judge_cache_max_age_seconds)
-            if config.judge_cache and isinstance(store, JudgeCache)
+            if config.judge_cache and isinstance(store, SpanStore)
             else None
         )
         # judge calls in flight, each with its loop (abandon() cancels them from another thread)

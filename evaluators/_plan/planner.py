@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 from spanjudge._core.log_text import log_text
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import LEASED, PENDING, JobSpec, Redo
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._plan.allocation import Allocation
 from spanjudge.evaluators._plan.coverage import Coverage, no_target_reason
 from spanjudge.evaluators._plan.late_arrivals import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanjudge._core.span_record import LogEvent, SpanEvent, SpanRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 
 
 def join_logs(spans: list[SpanRecord], logs: Sequence[LogEvent]) -> list[SpanRecord]:

@@ -44,7 +44,6 @@ from spanjudge.evaluators._review.agreement import Estimate
 
 __all__ = [
     "OTHER",
-    "Estimate",
     "SegmentSummary",
     "effective_size",
     "fold_name",

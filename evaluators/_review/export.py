@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.dataset import golden
 from spanjudge.evaluators._judge.test_case import ConversationalTestCase, LLMTestCase
 from spanjudge.evaluators._plan.rules import Rule

@@ -63,7 +63,8 @@ from dataclasses import dataclass
 
 from spanjudge._store.summaries import SegmentSums
 from spanjudge.errors import ConfigError
-from spanjudge.evaluators._review.estimates import Estimate, mean_interval, pass_rate
+from spanjudge.evaluators._review.agreement import Estimate
+from spanjudge.evaluators._review.estimates import mean_interval, pass_rate
 
 __all__ = [
     "DECISIONS",

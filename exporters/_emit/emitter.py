@@ -52,7 +52,6 @@ from spanjudge.errors import ConfigError
 from spanjudge.exporters._emit.channel import Channel
 from spanjudge.exporters._emit.evaluation_result import (
     DEFAULT_EVALUATION_STATUS,
-    MISSING_FIELD,
     check_evaluation_status,
     default_resource,
     evaluation_event,
@@ -86,10 +85,7 @@ JUDGED_RESOURCES_MAX = 1024
 __all__ = [
     "DROP_REASONS",
     "EVALUATION_SERVICES",
-    "MISSING_FIELD",
-    "OUTPUTS",
     "Emitter",
-    "Output",
     "ScoreEmitter",
     "check_outputs",
 ]

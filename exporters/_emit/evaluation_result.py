@@ -58,12 +58,12 @@ from opentelemetry.trace import (
 from opentelemetry.trace.status import Status, StatusCode
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
-from spanjudge.errors import ConfigError
+from spanjudge.errors import ConfigError, MissingFieldError
 from spanjudge.tracer import _attributes as attrs
 
 DEFAULT_SERVICE_NAME = "spanjudge"
 # ``error.type`` of a result that was skipped because its case lacked a field
-MISSING_FIELD = "missing_field"
+MISSING_FIELD: Final = MissingFieldError.error_type
 # Verdict JSON is bounded so one chatty judge cannot blow the backend's attribute limits.
 MAX_VERDICTS_CHARS = 8192
 # Reasons ride on the user's span in enrich mode, which backends limit in size.

@@ -106,8 +106,6 @@ INVALID_RECORD: Final = "invalid_record"
 EXPORT_FAILED: Final = "export_failed"
 EXPORTER_DROP_REASONS: Final = (QUEUE_FULL, STORE_ERROR, INVALID_SPAN, INVALID_LOG, SHUTDOWN)
 EMITTER_DROP_REASONS: Final = (QUEUE_FULL, INVALID_RECORD, EXPORT_FAILED, SHUTDOWN)
-# The ``output`` label's values: the emitter's outputs (exporters.emit.emitter.Output)
-OUTPUTS: Final = ("span", "event")
 
 NO_TARGET_REASONS: Final = (
     "no_span_of_kind",  # the trace has GenAI spans, none of the rule's kind

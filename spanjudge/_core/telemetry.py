@@ -25,7 +25,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from spanjudge._core import metric_names as names
-from spanjudge._core.kinds import LABELS, Outcome
+from spanjudge._core.kinds import LABELS, OUTPUTS, Outcome
 
 if TYPE_CHECKING:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -185,7 +185,7 @@ class Telemetry:
             self.exporter_written.add(0, {})
             for reason in names.EXPORTER_DROP_REASONS:
                 self.exporter_dropped.add(0, {names.L_REASON: reason})
-            for output in names.OUTPUTS:
+            for output in OUTPUTS:
                 for reason in names.EMITTER_DROP_REASONS:
                     self.emitter_dropped.add(0, {names.L_REASON: reason, names.L_OUTPUT: output})
             self.events_not_accepted.add(0, {})

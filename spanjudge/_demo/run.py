@@ -83,7 +83,8 @@ def run_demo(
     import spanjudge
     from spanjudge._demo.app import APP_MODEL, run_traffic
     from spanjudge._store import open_store
-    from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+    from spanjudge.evaluators._loop.config import MonitorConfig
+    from spanjudge.evaluators._loop.monitor import Monitor
     from spanjudge.exporters._store_spans import StoreSpanExporter
 
     console = Console()

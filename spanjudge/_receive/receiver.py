@@ -75,17 +75,10 @@ from spanjudge._receive.limits import (
     InFlight,
 )
 from spanjudge._receive.logs import decode_logs
-from spanjudge._receive.serving import BackgroundServer, serve_receiver
 
 __all__ = [
-    "BackgroundServer",  # running the app: exporters.otlp.serving, importable from here too
-    "Backpressure",
-    "DecodeLimits",
-    "Rejected",
     "Screen",
     "create_receiver_app",
-    "gunzip_limited",
-    "serve_receiver",
 ]
 
 logger = logging.getLogger("spanjudge.receiver")

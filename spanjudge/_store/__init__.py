@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.errors import ConfigError
 

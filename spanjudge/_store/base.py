@@ -30,13 +30,8 @@ from typing import Protocol, runtime_checkable
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.models import OutboxClaim, OutboxEntry
-from spanjudge._store.sql import SpanStore
 
-__all__ = ["JudgeCache", "Outbox", "SpanLog", "SpanStore"]
-
-JudgeCache = SpanStore
-"""The name the evaluation loop gives the store it keeps judge results in
-(``evaluators/_loop``): the store itself, no protocol (nothing else implements it)."""
+__all__ = ["Outbox", "SpanLog"]
 
 
 @runtime_checkable

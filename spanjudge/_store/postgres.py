@@ -24,8 +24,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.urls import redact_url
 from spanjudge._store.partitions import Partitions, write_days
-from spanjudge._store.sql import Cursor, SpanStore
-from spanjudge._store.sql_base import wall
+from spanjudge._store.sql import SpanStore
+from spanjudge._store.sql_base import Cursor, wall
 from spanjudge.errors import StoreError
 
 # Below this many rows a batch is inserted row by row (COPY has a fixed cost).

@@ -28,16 +28,15 @@ from spanjudge._store.outbox import OutboxQueries
 from spanjudge._store.results import ResultQueries
 from spanjudge._store.schema import (
     MIGRATIONS,
-    SCHEMA_VERSION,
     apply_migrations,
     current_version,
 )
-from spanjudge._store.sql_base import Cursor, SqlCore
+from spanjudge._store.sql_base import Cursor
 from spanjudge._store.stats import StatsQueries
 from spanjudge._store.summaries import SummaryQueries
 from spanjudge.errors import StoreError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Cursor", "SpanStore", "SqlCore"]
+__all__ = ["SpanStore"]
 
 _Store = TypeVar("_Store", bound="SpanStore")
 

@@ -29,7 +29,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
-from spanjudge._store.sql import Cursor, SpanStore
+from spanjudge._store.sql import SpanStore
+from spanjudge._store.sql_base import Cursor
 from spanjudge.errors import ConfigError, StoreError
 
 MEMORY = ":memory:"

@@ -216,7 +216,7 @@ def explain(trace_id: str, config_path: str | None, store_url: str | None, sugge
     from spanjudge.evaluators._rebuild.loading import load_conversation, load_trace
     from spanjudge.evaluators._review.explain import OfflineJudge, explain_trace
     from spanjudge.evaluators._review.suggest_reader import suggest_readers
-    from spanjudge.worker.service import build_rules
+    from spanjudge.worker.rule_config import build_rules
 
     settings = load_cli_settings(config_path, store_url)  # ConfigError: exit 2
     configured = bool(settings.rules or settings.rules_entrypoint)
@@ -277,7 +277,7 @@ def collector_config(config_path: str | None, workers: str | None, route_by: str
     the worker groups (probabilistic_sampler + loadbalancing). Never opens the store."""
     from spanjudge.cli.collector import parse_workers, render
     from spanjudge.evaluators._review.explain import OfflineJudge
-    from spanjudge.worker.service import build_rules
+    from spanjudge.worker.rule_config import build_rules
 
     settings = load_cli_settings(config_path)  # ConfigError: exit 2
     try:

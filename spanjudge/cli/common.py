@@ -29,7 +29,7 @@ import click
 from spanjudge.errors import ConfigError, FeedbackError, SpanjudgeError
 
 if TYPE_CHECKING:
-    from spanjudge._store.base import SpanStore
+    from spanjudge._store.sql import SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = [

@@ -46,7 +46,7 @@ REASON_CHARS = 80
 def _rules(settings: WorkerSettings) -> list[Any]:
     """The configured rules (judge calls refused), or none without a rules setting."""
     from spanjudge.evaluators._review.explain import OfflineJudge
-    from spanjudge.worker.service import build_rules
+    from spanjudge.worker.rule_config import build_rules
 
     if not (settings.rules or settings.rules_entrypoint):
         return []

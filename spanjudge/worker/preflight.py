@@ -40,7 +40,7 @@ from spanjudge.settings_checks import is_postgres_url, unknown_judge_options
 from spanjudge.settings_files import file_warnings
 
 if TYPE_CHECKING:
-    from spanjudge._store.base import SpanStore
+    from spanjudge._store.sql import SpanStore
     from spanjudge.settings import WorkerSettings
 
 __all__ = [

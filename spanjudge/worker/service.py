@@ -42,7 +42,7 @@ from spanjudge.worker.numbers import watch_numbers
 from spanjudge.worker.preflight import bind_receiver, open_worker_store, start_warnings
 from spanjudge.worker.rule_config import build_rules, make_judge
 
-__all__ = ["IngestGate", "Worker", "build_rules", "run_backfill", "run_worker"]
+__all__ = ["Worker", "run_backfill", "run_worker"]
 
 logger = logging.getLogger("spanjudge.worker.service")
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.errors import StoreError
 from spanjudge.exporters._store_spans import (

@@ -21,8 +21,8 @@ import pytest
 
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge.tracer import _attributes as attrs
 from tests.support.stores import BACKENDS, schema_name, stores_on
 

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 import spanjudge
 from spanjudge._receive.receiver import create_receiver_app
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.cli.app import cli
 from spanjudge.errors import FeedbackError
 from spanjudge.human_feedback import (

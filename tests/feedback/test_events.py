@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.testclient import TestClient
 
 from spanjudge._core.span_record import FeedbackRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.exporters._delivery import Delivery
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.exporters._emit.evaluation_result import feedback_event

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import spanjudge
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.cli.app import cli
 from spanjudge.evaluators._judge.dataset import load_dataset
 from spanjudge.evaluators._judge.evaluate import evaluate

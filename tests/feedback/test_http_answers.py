@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from spanjudge._receive.decode import JSON, PROTOBUF
 from spanjudge._receive.http import status_body
 from spanjudge._receive.receiver import create_receiver_app
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.human_feedback import feedback_http_sink
 from tests.support.stores import sqlite_store
 

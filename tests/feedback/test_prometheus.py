@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge._receive.receiver import BackgroundServer
+from spanjudge._receive.serving import BackgroundServer
 from spanjudge.evaluators._review.explain import OfflineJudge
 from spanjudge.settings import load_settings
 from spanjudge.worker.service import Worker

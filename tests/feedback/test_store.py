@@ -4,7 +4,7 @@ latest label per person, and the emit-once log of the label events."""
 from __future__ import annotations
 
 from spanjudge._core.span_record import FeedbackRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from tests.feedback.conftest import (
     CONVERSATION,
     LLM_SPAN,

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from spanjudge._core.span_record import EvaluationRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge.cli.app import cli
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name
 

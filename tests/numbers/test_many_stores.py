@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from spanjudge._core.span_record import EvaluationRecord, FeedbackRecord
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge.cli.app import cli
 from spanjudge.errors import ConfigError
 from spanjudge.settings import load_settings

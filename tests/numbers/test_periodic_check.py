@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from spanjudge._core.telemetry import prometheus_meter_provider
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.worker.numbers import NumbersConfig, NumbersWatch
 from tests.numbers.test_watch import fill
 

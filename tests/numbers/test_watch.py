@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from spanjudge._core.span_record import EvaluationRecord
 from spanjudge._core.telemetry import prometheus_meter_provider
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge.worker.numbers import NumbersConfig, NumbersWatch
 
 NOW = time.time()

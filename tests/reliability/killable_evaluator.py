@@ -31,7 +31,8 @@ from pydantic import BaseModel
 from spanjudge._store import open_store
 from spanjudge.evaluators._judge.judges.base import Judge, Messages, Usage
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 

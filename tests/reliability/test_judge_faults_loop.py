@@ -20,7 +20,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from spanjudge._store import open_store
 from spanjudge.evaluators._judge.judges.litellm_judge import LiteLLMJudge
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import Fault, ScriptedJudgeServer

@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.exporters._store_spans import QUEUE_FULL, StoreSpanExporter

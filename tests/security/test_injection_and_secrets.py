@@ -42,13 +42,15 @@ from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.telemetry import Telemetry, prometheus_meter_provider
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge._receive import receiver as receiver_module
-from spanjudge._receive.receiver import BackgroundServer, create_receiver_app, serve_receiver
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer, serve_receiver
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import ConfigError, StoreError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.settings import WorkerSettings, load_settings

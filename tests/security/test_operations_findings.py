@@ -98,7 +98,6 @@ def test_a_world_readable_config_with_a_secret_is_warned_about_naming_keys_not_v
         '[judge_options]\napi_key = "sk-live"\n[[rules]]\nmetric = "bias"\n'
     )
     config.chmod(0o644)
-    file_warnings()  # what earlier tests' files left
     settings = load_settings(config)
     # the worker says it once it has started (start_warnings), after every check that can
     # refuse the start, so that a setup mistake stays the one line a failed start prints
@@ -110,3 +109,9 @@ def test_a_world_readable_config_with_a_secret_is_warned_about_naming_keys_not_v
     config.chmod(0o600)
     load_settings(config)
     assert file_warnings() == []
+
+    # a later load says only what its own file calls for: the earlier file's warning, never
+    # taken by a start, is not carried into it
+    config.chmod(0o644)
+    load_settings(config)
+    assert start_warnings(load_settings(None), judge=None) == []

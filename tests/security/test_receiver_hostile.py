@@ -33,7 +33,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from starlette.testclient import TestClient
 
-from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 
 PB = {"Content-Type": "application/x-protobuf"}

@@ -9,7 +9,8 @@ import pytest
 from spanjudge._core.urls import redact_url as _safe_url
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from tests.evaluators.online.spans import Trace
 from tests.exporters.store.conftest import StoreFactory, backend, store_factory  # noqa: F401

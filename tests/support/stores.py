@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.errors import StoreError
 

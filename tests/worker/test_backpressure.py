@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from spanjudge._receive.ingest import IngestGate
 from spanjudge._receive.receiver import create_receiver_app
-from spanjudge.worker.service import IngestGate
 from tests.support.ports import free_port
 from tests.worker.conftest import split_request
 

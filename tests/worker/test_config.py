@@ -8,7 +8,7 @@ import pytest
 
 from spanjudge.errors import ConfigError
 from spanjudge.settings import load_settings
-from spanjudge.worker.service import build_rules
+from spanjudge.worker.rule_config import build_rules
 from tests.worker.rules_module import NO_JUDGE, custom_case
 
 TOML = """

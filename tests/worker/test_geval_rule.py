@@ -15,7 +15,7 @@ from spanjudge.evaluators._judge.metrics.geval import ConversationalGEval, GEval
 from spanjudge.settings import load_settings
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import _attributes as attrs
-from spanjudge.worker.service import build_rules
+from spanjudge.worker.rule_config import build_rules
 from tests.support.otlp_sink import OtlpSink
 from tests.worker.conftest import WorkerProcess
 from tests.worker.rules_module import NO_JUDGE

@@ -15,7 +15,7 @@ import pytest
 from spanjudge._core.span_record import LogEvent, SpanRecord
 from spanjudge._receive.ingest import IngestGate
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._plan.consistent import keeps, key_kept
 from spanjudge.tracer import _attributes as attrs
 from spanjudge.worker.keep_policy import IngestKeep, KeepPlan, span_size

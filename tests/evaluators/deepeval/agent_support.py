@@ -8,7 +8,7 @@ from typing import Any
 
 from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._receive.decode import PROTOBUF, decode_traces
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.metrics.trajectory_checks import ToolErrorCheck
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 from spanjudge.evaluators._plan.rules import Rule

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from tests.evaluators.cache.conftest import clock, loop, sink
 

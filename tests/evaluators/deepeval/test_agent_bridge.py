@@ -18,7 +18,7 @@ from deepeval.metrics import (
 )
 from deepeval.utils import serialize_to_json
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
 from spanjudge.evaluators._judge.deepeval_bridge.trace_dict import MAX_DEPTH, trace_dict
 from spanjudge.evaluators._plan.rules import Rule

@@ -19,7 +19,7 @@ from deepeval.metrics import (
 from deepeval.test_case import ToolCall as DeepEvalToolCall
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
 from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
 from spanjudge.evaluators._judge.test_case import LLMTestCase, ToolCall

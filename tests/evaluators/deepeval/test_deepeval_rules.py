@@ -18,7 +18,7 @@ from deepeval.metrics import (
 from deepeval.metrics import BiasMetric as DeepEvalBias
 from deepeval.models import DeepEvalBaseLLM
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.deepeval_bridge.metric import DeepEvalMetric
 from spanjudge.evaluators._judge.deepeval_bridge.model import as_deepeval_model
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric

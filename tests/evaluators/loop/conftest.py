@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanjudge._demo.judge import start_offline_judge
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.exporters._store_spans import StoreSpanExporter
 from spanjudge.testing import ScriptedJudgeServer
 from tests.support.clock import Clock

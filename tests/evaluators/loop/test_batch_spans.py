@@ -13,11 +13,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import Job
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._loop.batch_spans import BatchSpans
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer

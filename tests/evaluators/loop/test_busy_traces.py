@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import ConfigError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from tests.evaluators.online.spans import Trace

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.tracer import _attributes as attrs
 from tests.evaluators.loop.test_monitor_e2e import agent

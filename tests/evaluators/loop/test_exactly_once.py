@@ -15,7 +15,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import ScoreEmitter
 from tests.evaluators.loop.test_monitor_e2e import agent

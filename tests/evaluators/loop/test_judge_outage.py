@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from spanjudge._store import open_store
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._loop.runner import retry_window
 from spanjudge.evaluators._plan.planner import TickReport
 from spanjudge.evaluators._plan.rules import Rule

@@ -16,7 +16,8 @@ from spanjudge._core.span_record import evaluation_span_id
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.exporters._emit.emitter import DROP_EXPORT_FAILED, ScoreEmitter
 from spanjudge.testing import ScriptedJudgeServer

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
 from spanjudge.evaluators._loop import monitor as monitor_module
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe

@@ -10,7 +10,8 @@ from typing import Any
 
 from spanjudge.errors import StoreError
 from spanjudge.evaluators._judge.metrics.bias import BiasMetric
-from spanjudge.evaluators._loop.monitor import Monitor, MonitorConfig
+from spanjudge.evaluators._loop.config import MonitorConfig
+from spanjudge.evaluators._loop.monitor import Monitor
 from spanjudge.evaluators._plan.rules import Rule
 from spanjudge.testing import ScriptedJudgeServer
 from spanjudge.tracer import observe

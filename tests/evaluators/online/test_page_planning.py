@@ -22,7 +22,7 @@ from spanjudge._core import metric_names as names
 from spanjudge._core.telemetry import Telemetry
 from spanjudge._receive.decode import PROTOBUF, decode_traces
 from spanjudge._receive.logs import decode_logs
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.evaluators._judge.metrics.faithfulness import FaithfulnessMetric
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceMetric

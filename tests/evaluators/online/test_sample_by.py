@@ -23,7 +23,7 @@ from spanjudge.evaluators._plan.sampler import (
     upstream_rate,
 )
 from spanjudge.settings import load_settings
-from spanjudge.worker.service import build_rules
+from spanjudge.worker.rule_config import build_rules
 from tests.evaluators.online.spans import Trace
 
 NOW = 1_000_000.0

@@ -22,7 +22,7 @@ from spanjudge.evaluators._rebuild.targets import (
 )
 from spanjudge.evaluators._rebuild.trajectory import trajectory_of
 from spanjudge.settings import load_settings
-from spanjudge.worker.service import build_rules
+from spanjudge.worker.rule_config import build_rules
 from tests.evaluators.online.spans import Trace
 
 

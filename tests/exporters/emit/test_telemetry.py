@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from spanjudge._core import metric_names as names
 from spanjudge._core.telemetry import Telemetry, metrics_asgi_app, prometheus_meter_provider
-from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
 from tests.exporters.emit.conftest import make_record
 from tests.support.metrics import data_points
 

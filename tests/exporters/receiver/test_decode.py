@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._receive.decode import OtlpDecodeError, decode_json, decode_protobuf
-from spanjudge._receive.receiver import Rejected, gunzip_limited
+from spanjudge._receive.http import Rejected, gunzip_limited
 from spanjudge.exporters._convert import span_to_record
 from tests.exporters.receiver.conftest import json_body, make_sdk_spans, protobuf_body
 

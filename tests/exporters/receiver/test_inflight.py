@@ -11,7 +11,8 @@ import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
 from tests.exporters.receiver.conftest import make_sdk_spans
 
 PB = {"Content-Type": "application/x-protobuf"}

@@ -39,8 +39,10 @@ from starlette.testclient import TestClient
 from spanjudge._core import metric_names as names
 from spanjudge._core.span_record import EvaluationRecord, LogEvent
 from spanjudge._core.telemetry import Telemetry
+from spanjudge._receive.http import Backpressure
 from spanjudge._receive.logs import decode_logs
-from spanjudge._receive.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
 from spanjudge.exporters._emit.evaluation_result import evaluation_event
 from spanjudge.exporters._store_logs import log_to_event
 from tests.exporters.receiver.conftest import ListSink

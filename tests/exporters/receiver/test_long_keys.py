@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from spanjudge._receive.limits import MAX_CONVERSATION_ID_BYTES
 from spanjudge._receive.receiver import create_receiver_app
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.exporters._store_spans import StoreSpanExporter
 from tests.support.stores import drop_schema, open_postgres, schema_name, sqlite_store
 

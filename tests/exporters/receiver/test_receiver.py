@@ -27,7 +27,9 @@ from starlette.testclient import TestClient
 from spanjudge._core import metric_names as names
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._core.telemetry import Telemetry
-from spanjudge._receive.receiver import BackgroundServer, Backpressure, create_receiver_app
+from spanjudge._receive.http import Backpressure
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
 from spanjudge.exporters._convert import span_to_record
 from tests.exporters.receiver.conftest import ListSink, json_body, make_sdk_spans, protobuf_body
 from tests.support.metrics import labelled_values

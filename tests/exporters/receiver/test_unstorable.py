@@ -30,8 +30,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanjudge._receive.receiver import BackgroundServer, create_receiver_app
-from spanjudge._store.base import SpanStore
+from spanjudge._receive.receiver import create_receiver_app
+from spanjudge._receive.serving import BackgroundServer
+from spanjudge._store.sql import SpanStore
 from tests.support.stores import sqlite_store
 
 PB = {"Content-Type": "application/x-protobuf"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from tests.support.stores import (
     BACKENDS,
     POSTGRES_URL,

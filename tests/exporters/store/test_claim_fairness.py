@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from spanjudge._store import jobs as jobs_module
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge.evaluators._loop.config import MonitorConfig
 from tests.exporters.store.test_store import T0, sid, tid
 from tests.support.stores import StoreFactory

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from spanjudge._store.base import SpanStore
-from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from spanjudge.exporters._delivery import Delivery
 from tests.exporters.store.conftest import FIXTURES, V2_DUMP_SCHEMA
 from tests.support.stores import (

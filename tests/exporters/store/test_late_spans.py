@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 from spanjudge.tracer import _attributes as attrs
 from tests.exporters.store.test_store import SETTLE, T0, job, sid, span, tid
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from spanjudge._core.span_record import LogEvent, SpanRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.postgres import PostgresStore
-from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.tracer import _attributes as attrs
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spanjudge._store.base import SpanStore
-from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 from spanjudge.errors import StoreError
 from tests.support.stores import POSTGRES_URL, StoreFactory, schema_name, stores_on

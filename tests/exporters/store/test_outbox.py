@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from spanjudge._store import sql as sql_module
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec, OutboxEntry
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_store import T0, result, sid, span, tid
 
 HOLD = 120.0
@@ -218,7 +219,7 @@ def test_a_version_one_database_gains_the_outbox(
         assert old.schema_version() == 1
         old.write_spans([span(1, 1)], now=T0)
     new = store_factory()
-    assert new.schema_version() == sql_module.SCHEMA_VERSION >= 2
+    assert new.schema_version() == SCHEMA_VERSION >= 2
     spans = [span(1, 2, parent=1)]
     new.write_spans(spans, now=T0, outbox=entries(spans))
     assert claim_ids(new, T0) == [sid(2)]

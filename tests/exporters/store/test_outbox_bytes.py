@@ -15,8 +15,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from spanjudge._core.otlp_wire import unframe
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store import sql as sql_module
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import OutboxEntry, OutboxItem
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_outbox import HOLD, entries
 from tests.exporters.store.test_store import T0, sid, span, tid
 
@@ -150,7 +151,7 @@ def test_entries_written_before_version_7_are_rebuilt_from_the_spans(
                     (tid(1), sid(n), hold, T0 + HOLD * hold),
                 )
     new = store_factory()
-    assert new.schema_version() == sql_module.SCHEMA_VERSION
+    assert new.schema_version() == SCHEMA_VERSION
     items = claim(new, T0 + HOLD)
     assert [(i.payload, i.span.span_id if i.span else None) for i in items] == [
         (None, sid(1)),

@@ -16,7 +16,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanjudge._core.otlp_wire import request_body, unframe
 from spanjudge._store import sql as sql_module
-from spanjudge._store.base import SpanStore
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_outbox import HOLD, span_job
 from tests.exporters.store.test_outbox_bytes import (
     ENVELOPE,
@@ -212,7 +213,7 @@ def test_version_7_rows_are_forwarded_after_the_migration(
                 + (tid(1), sid(2), 1, T0 + HOLD, wire_span(spans[1]), ENVELOPE, 1),
             )
     new = store_factory()
-    assert new.schema_version() == sql_module.SCHEMA_VERSION >= 8
+    assert new.schema_version() == SCHEMA_VERSION >= 8
     assert new.outbox_waiting(tid(1), sid(2), now=T0)  # found from its span after the copy
     [batch] = claim(new, T0)
     assert [s.span_id.hex() for s in forwarded_spans([batch])] == [sid(1), sid(3)]

@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from spanjudge._store.base import SpanStore
 from spanjudge._store.packing import ZSTD_MAGIC, pack, unpack
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_outbox import HOLD
 from tests.exporters.store.test_outbox_bytes import (
     ENVELOPE,

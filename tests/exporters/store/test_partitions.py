@@ -22,6 +22,7 @@ from spanjudge._store.partitions import (
     span_day,
 )
 from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.schema import SCHEMA_VERSION
 from spanjudge._store.sqlite import SQLiteStore
 from tests.exporters.store.test_store import sid, tid
 from tests.support.stores import POSTGRES_URL, drop_schema, open_postgres, schema_name
@@ -247,7 +248,7 @@ def test_a_version_11_store_with_data_is_partitioned_in_place(
         old.close()
     new = open_store(schema)
     try:
-        assert new.schema_version() == sql_module.SCHEMA_VERSION >= 12
+        assert new.schema_version() == SCHEMA_VERSION >= 12
         # days older than a month get no partition: their rows wait in the default one
         assert not {"spans_p19700101", "spans_p20231114"} & set(partitions(new, "spans"))
         assert count(new, "spans_default") == 3 and count(new, "outbox_default") == 3
@@ -316,7 +317,7 @@ def test_a_long_reader_of_spans_delays_no_write_to_a_new_day(schema: str) -> Non
 def test_sqlite_keeps_plain_tables_at_the_same_version(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "spans.db"))
     try:
-        assert store.schema_version() == sql_module.SCHEMA_VERSION
+        assert store.schema_version() == SCHEMA_VERSION
         store.write_spans([span_at(1, 1, DAY1 + 1)], now=DAY1 + 10)
         store.write_spans([span_at(1, 1, DAY1 + 1)], now=DAY2 + 10)
         with store.transaction() as cur:

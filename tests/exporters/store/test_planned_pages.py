@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from spanjudge._store import spans as spans_module
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_store import SETTLE, T0, job, sid, span, tid
 
 

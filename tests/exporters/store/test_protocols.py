@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import spanjudge
 from spanjudge._core.span_record import SpanRecord
 from spanjudge._store import base
-from spanjudge._store.base import Outbox, SpanLog, SpanStore
+from spanjudge._store.base import Outbox, SpanLog
 from spanjudge._store.models import OutboxClaim, OutboxEntry
 from spanjudge._store.postgres import PostgresStore
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.sqlite import SQLiteStore
 
 

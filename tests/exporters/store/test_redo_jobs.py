@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec, Redo
+from spanjudge._store.sql import SpanStore
 from tests.exporters.store.test_store import T0, job, result, sid, tid
 
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec, OutboxEntry
-from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 
 StoreFactory = Callable[[], SpanStore]
 

@@ -10,9 +10,9 @@ import pytest
 
 from spanjudge._core.span_record import EvaluationRecord, SpanEvent, SpanRecord
 from spanjudge._store import sql as sql_module
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import ORPHAN_SETTLE_FACTOR, JobSpec
-from spanjudge._store.sql import SCHEMA_VERSION
+from spanjudge._store.schema import SCHEMA_VERSION
+from spanjudge._store.sql import SpanStore
 from spanjudge.errors import StoreError
 from spanjudge.tracer import _attributes as attrs
 

@@ -8,8 +8,8 @@ import math
 import random
 
 from spanjudge._core.span_record import EvaluationRecord
-from spanjudge._store.base import SpanStore
 from spanjudge._store.models import JobSpec
+from spanjudge._store.sql import SpanStore
 from spanjudge._store.summaries import ALL, UNSET, SegmentSums, add_record
 
 T0 = 1_700_000_000.0

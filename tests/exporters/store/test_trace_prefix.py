@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spanjudge._core.span_record import SpanRecord
-from spanjudge._store.base import SpanStore
+from spanjudge._store.sql import SpanStore
 
 IDS = [
     "4bf8ff00000000000000000000000001",
