@@ -269,7 +269,7 @@ class Enricher:
         unsettled = self.journal.in_flight()
         if unsettled:
             self.store.mark_forwarded(unsettled, now=now)
-            logger.info(
+            logger.warning(
                 "%d outbox entries were being sent when the last forward stopped; taken as "
                 "delivered, not sent again",
                 len(unsettled),
@@ -393,8 +393,10 @@ class SendJournal:
     fsynced) before the request goes and removed once its answer is recorded. A process killed
     while a slow backend took the request leaves the file; the next forward marks those entries
     forwarded instead of sending them again: 6 SIGKILLs against a backend taking 2 s a request
-    sent 62 of 108 spans twice. The price: a kill in the milliseconds between writing the file
-    and the request reaching the backend loses that request.
+    sent 62 of 108 spans twice. The price: a kill after the file is written and before the
+    backend has the request loses that request: milliseconds against a backend that accepts the
+    connection at once, up to the exporter's timeout against one that drops connection attempts
+    (the settle says how many entries at WARNING, so an operator can tell).
 
     The file is locked (``flock``) while a process uses it: a second worker on the same SQLite
     file gets no journal (and the earlier behaviour: such entries are sent again).
