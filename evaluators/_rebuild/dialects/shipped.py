@@ -9,11 +9,34 @@ reader leaves unset, the dialect that matches the span fills (the GenAI semconv,
   the semconv dialect, except its retrieval spans, which list their documents (``id``,
   ``score``, ``text``) in ``gen_ai.output.messages`` and the query in
   ``gen_ai.retrieval.query.text``.
+* ``mlflow-*`` (MLflow 3 tracing in its default mode, exported over OTLP): scope
+  ``mlflow.tracing.provider``, every attribute value JSON-encoded (``mlflow.spanType`` is
+  ``"AGENT"`` with the quotes), the span's inputs and outputs as JSON in ``mlflow.spanInputs`` /
+  ``mlflow.spanOutputs``. A chat model call in the OpenAI format (``mlflow.openai.autolog()``)
+  gives its messages and first choice; a retriever its ``Document`` list (``page_content``); an
+  agent its output (its input is a function's arguments, named as the function's: the question
+  comes from the model call under it). With ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`` the spans
+  carry no ``mlflow.spanType`` and the semconv dialect reads them. MLflow keeps the session in
+  trace metadata, which its OTLP export does not write on a span: no conversation.
 """
 
 from __future__ import annotations
 
 from spanjudge.evaluators._rebuild.dialects.declared import FieldSource, Reader, ReaderMatch
+
+MLFLOW_SCOPE = "mlflow.tracing.provider"
+MLFLOW_TYPE = "mlflow.spanType"
+MLFLOW_INPUTS = "mlflow.spanInputs"
+MLFLOW_OUTPUTS = "mlflow.spanOutputs"
+
+
+def _mlflow(span_type: str, **attributes: str) -> ReaderMatch:
+    """MLflow spans of one ``span_type`` (its attributes are JSON: the type is quoted)."""
+    quoted: dict[str, str | int | float | bool] = {
+        k: f'"{v}"' for k, v in {MLFLOW_TYPE: span_type, **attributes}.items()
+    }
+    return ReaderMatch(scope=MLFLOW_SCOPE, attributes=quoted)
+
 
 READERS: tuple[Reader, ...] = (
     Reader(
@@ -23,5 +46,27 @@ READERS: tuple[Reader, ...] = (
         input=FieldSource(attribute="gen_ai.retrieval.query.text"),
         context=FieldSource(attribute="gen_ai.output.messages"),
         output=FieldSource(attribute="gen_ai.output.messages", transforms=("join_documents",)),
+    ),
+    Reader(
+        name="mlflow-chat",
+        kind="llm",
+        match=_mlflow("CHAT_MODEL", **{"mlflow.message.format": "openai"}),
+        input=FieldSource(attribute=MLFLOW_INPUTS, path="$.messages"),
+        output=FieldSource(attribute=MLFLOW_OUTPUTS, path="$.choices[0].message"),
+    ),
+    Reader(
+        name="mlflow-retriever",
+        kind="retriever",
+        match=_mlflow("RETRIEVER"),
+        context=FieldSource(attribute=MLFLOW_OUTPUTS, path="$[*].page_content"),
+        output=FieldSource(
+            attribute=MLFLOW_OUTPUTS, path="$[*].page_content", transforms=("join_documents",)
+        ),
+    ),
+    Reader(
+        name="mlflow-agent",
+        kind="agent",
+        match=_mlflow("AGENT"),
+        output=FieldSource(attribute=MLFLOW_OUTPUTS, transforms=("parse_json",)),
     ),
 )
