@@ -40,7 +40,7 @@ KEY_PACKAGES = re.compile(
     r"opentelemetry-util-genai|openlit|litellm|pydantic-ai-slim|langchain-(core|openai)|openai|"
     r"spanjudge|opentelemetry-sdk|ai|@ai-sdk/openai|llama-index-core|openai-agents|"
     r"opentelemetry-instrumentation-(openai-agents-v2|llamaindex)|strands-agents|google-adk|"
-    r"smolagents|haystack-ai|opentelemetry-haystack|mlflow)$"
+    r"smolagents|haystack-ai|opentelemetry-haystack|mlflow|langfuse)$"
 )
 MISSING = re.compile(r"missing (\w+)")
 # what a skip reason blames, in the words of the setting or the span (first found wins)

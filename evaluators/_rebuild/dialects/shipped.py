@@ -18,6 +18,12 @@ reader leaves unset, the dialect that matches the span fills (the GenAI semconv,
   comes from the model call under it). With ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`` the spans
   carry no ``mlflow.spanType`` and the semconv dialect reads them. MLflow keeps the session in
   trace metadata, which its OTLP export does not write on a span: no conversation.
+* ``langfuse-*`` (the Langfuse Python SDK v3, ``@observe(as_type=...)``): scope
+  ``langfuse-sdk``, the observation's type in ``langfuse.observation.type``, its input and
+  output as JSON (or plain text) in ``langfuse.observation.input`` / ``.output``; a decorated
+  function's input is ``{"args": [...], "kwargs": {...}}`` (its first argument: the question, the
+  query). ``update_current_trace(session_id=...)`` writes ``session.id`` on the span it is
+  called in.
 """
 
 from __future__ import annotations
@@ -28,6 +34,17 @@ MLFLOW_SCOPE = "mlflow.tracing.provider"
 MLFLOW_TYPE = "mlflow.spanType"
 MLFLOW_INPUTS = "mlflow.spanInputs"
 MLFLOW_OUTPUTS = "mlflow.spanOutputs"
+
+LANGFUSE_SCOPE = "langfuse-sdk"
+LANGFUSE_INPUT = "langfuse.observation.input"
+LANGFUSE_OUTPUT = "langfuse.observation.output"
+FIRST_ARGUMENT = "$.args[0]"
+
+
+def _langfuse(observation_type: str) -> ReaderMatch:
+    return ReaderMatch(
+        scope=LANGFUSE_SCOPE, attributes={"langfuse.observation.type": observation_type}
+    )
 
 
 def _mlflow(span_type: str, **attributes: str) -> ReaderMatch:
@@ -68,5 +85,35 @@ READERS: tuple[Reader, ...] = (
         kind="agent",
         match=_mlflow("AGENT"),
         output=FieldSource(attribute=MLFLOW_OUTPUTS, transforms=("parse_json",)),
+    ),
+    Reader(
+        name="langfuse-generation",
+        kind="llm",
+        match=_langfuse("generation"),
+        input=FieldSource(attribute=LANGFUSE_INPUT, transforms=("parse_json",)),
+        output=FieldSource(attribute=LANGFUSE_OUTPUT, transforms=("parse_json",)),
+    ),
+    Reader(
+        name="langfuse-retriever",
+        kind="retriever",
+        match=_langfuse("retriever"),
+        input=FieldSource(attribute=LANGFUSE_INPUT, path=FIRST_ARGUMENT),
+        context=FieldSource(attribute=LANGFUSE_OUTPUT),
+        output=FieldSource(attribute=LANGFUSE_OUTPUT, transforms=("join_documents",)),
+    ),
+    Reader(
+        name="langfuse-agent",
+        kind="agent",
+        match=_langfuse("agent"),
+        input=FieldSource(attribute=LANGFUSE_INPUT, path=FIRST_ARGUMENT),
+        output=FieldSource(attribute=LANGFUSE_OUTPUT, transforms=("parse_json",)),
+        session=FieldSource(attribute="session.id"),
+    ),
+    Reader(
+        name="langfuse-tool",
+        kind="tool",
+        match=_langfuse("tool"),
+        arguments=FieldSource(attribute=LANGFUSE_INPUT),
+        result=FieldSource(attribute=LANGFUSE_OUTPUT),
     ),
 )
