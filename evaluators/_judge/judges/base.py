@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import random
 import threading
 import time
@@ -38,6 +39,13 @@ from tenacity import (
 
 from spanjudge.errors import ConfigError, JudgeError, JudgeResponseError
 from spanjudge.evaluators._judge.judges.answers import json_instruction, parse_answer
+from spanjudge.evaluators._judge.judges.judge_trace import (
+    JudgeCall,
+    JudgeTrace,
+    calling,
+    current_call,
+    current_trace,
+)
 from spanjudge.evaluators._judge.judges.slots import Slots
 
 T = TypeVar("T", bound=BaseModel)
@@ -192,6 +200,9 @@ class Judge(ABC):
     def _backoff(self, error: BaseException | None, failed: int) -> float:
         """Seconds to wait after ``failed`` attempts, the last of which raised ``error``: the
         server's Retry-After when it sent one, else exponential with equal jitter."""
+        traced = current_call()  # only on a retry: a traced call counts it
+        if traced is not None:
+            traced.retries += 1
         if isinstance(error, JudgeError) and error.retry_after is not None:
             return float(min(max(error.retry_after, 0.0), self.max_backoff))
         exp = min(self.backoff_base * 2 ** (failed - 1), self.max_backoff)
@@ -239,6 +250,43 @@ class Judge(ABC):
             return as_completion(await self._a_complete(messages, schema))
         finally:
             self._slots.release()
+
+    # -- judge tracing (judge_trace.py): only while the loop has a JudgeTrace open --------
+    def _traced_send(
+        self, trace: JudgeTrace, messages: Messages, schema: type[BaseModel]
+    ) -> Completion:
+        call = trace.start(self.get_model_name(), messages, None)
+        try:
+            with calling(call):
+                completion = self._send(messages, schema)
+        except BaseException as exc:
+            trace.end(call, error=exc)
+            raise
+        self._traced_end(trace, call, completion)
+        return completion
+
+    async def _a_traced_send(
+        self, trace: JudgeTrace, messages: Messages, schema: type[BaseModel]
+    ) -> Completion:
+        call = trace.start(self.get_model_name(), messages, None)
+        try:
+            with calling(call):
+                completion = await self._a_send(messages, schema)
+        except BaseException as exc:
+            trace.end(call, error=exc)
+            raise
+        self._traced_end(trace, call, completion)
+        return completion
+
+    @staticmethod
+    def _traced_end(trace: JudgeTrace, call: JudgeCall, completion: Completion) -> None:
+        usage = completion.usage
+        trace.end(
+            call,
+            text=completion.text,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
 
     # -- repair or retry -----------------------------------------------------------------
     def _first_messages(self, prompt: str, schema: type[BaseModel]) -> Messages:
@@ -299,11 +347,13 @@ class Judge(ABC):
         and the judge offers them (``answer.logprobs`` is None otherwise)."""
         token = _CALL_OPTIONS.set(CallOptions(top_logprobs=max(0, int(top_logprobs))))
         try:
+            trace = current_trace()  # judge tracing off: this read is all it costs
+            send = self._send if trace is None else functools.partial(self._traced_send, trace)
             steps = self._attempts(prompt, schema)
             messages = next(steps)
             while True:
                 try:
-                    messages = steps.send(self._send(messages, schema))
+                    messages = steps.send(send(messages, schema))
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
         finally:
@@ -315,11 +365,15 @@ class Judge(ABC):
         """Async :meth:`generate_answer`."""
         token = _CALL_OPTIONS.set(CallOptions(top_logprobs=max(0, int(top_logprobs))))
         try:
+            trace = current_trace()
+            a_send = (
+                self._a_send if trace is None else functools.partial(self._a_traced_send, trace)
+            )
             steps = self._attempts(prompt, schema)
             messages = next(steps)
             while True:
                 try:
-                    messages = steps.send(await self._a_send(messages, schema))
+                    messages = steps.send(await a_send(messages, schema))
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
         finally:
