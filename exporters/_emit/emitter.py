@@ -56,6 +56,7 @@ from spanjudge.exporters._emit.evaluation_result import (
     default_resource,
     evaluation_event,
     evaluation_span,
+    evaluation_trace_id,
     feedback_event,
 )
 from spanjudge.exporters._emit.logs_refusal import RECHECK_SECONDS, LogsRefusal
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
     from spanjudge._core.telemetry import Telemetry
+    from spanjudge.evaluators._judge.judges.judge_trace import JudgeTrace
 
 logger = logging.getLogger("spanjudge.emitter")
 
@@ -93,6 +95,13 @@ __all__ = [
 
 class _FeedbackKey(int):
     """A feedback id riding the event channel: confirmed apart from the results' job ids."""
+
+
+class _JudgeSpanKey:
+    """A judge trace's span riding the span channel: counted apart, confirming no result."""
+
+
+_JUDGE_SPAN = _JudgeSpanKey()
 
 
 class Emitter(Protocol):
@@ -231,6 +240,7 @@ class ScoreEmitter:
             and ("mlflow" in self.outputs or _headers_name_mlflow(self.span_exporter))
         )
         self._judged_resources: dict[str, Resource] = {}
+        self.exported_judge_spans = 0  # judge tracing: spans of judge traces accepted
 
     def _add_sink(self, name: Sink, sink: ResultSink | None) -> None:
         if sink is None:
@@ -312,15 +322,18 @@ class ScoreEmitter:
             for key, output in confirmed:
                 if isinstance(key, _FeedbackKey):
                     self._feedback_confirmed.append((int(key), output))
+                elif key is _JUDGE_SPAN:
+                    self.exported_judge_spans += 1
                 else:
                     self._confirmed.append((key, output))
 
     # ---------------------------------------------------------------- counters
     @property
     def exported(self) -> int:
-        """Evaluation spans the span exporter accepted (0 without the span output)."""
+        """Evaluation spans the span exporter accepted (0 without the span output); the judge
+        trace's spans are counted apart (``exported_judge_spans``)."""
         channel = self._channels.get("span")
-        return channel.exported if channel else 0
+        return channel.exported - self.exported_judge_spans if channel else 0
 
     @property
     def exported_events(self) -> int:
@@ -382,6 +395,23 @@ class ScoreEmitter:
                 channel.worker.drop(DROP_INVALID)
                 continue
             channel.worker.put([(item, key)])
+
+    def emit_judge_trace(self, record: EvaluationRecord, trace: JudgeTrace) -> None:
+        """Queue the spans of the judge's own trace for ``record`` (judge tracing) on the span
+        output, beside its evaluation span, under the worker's resource; never raises. Nothing
+        without a span output; they confirm no result (``exported_judge_spans`` counts them)."""
+        channel = self._channels.get("span")
+        if channel is None:
+            return
+        try:
+            spans = trace.spans(
+                evaluation_trace_id(record), int(record.evaluation_span_id, 16), self.resource
+            )
+        except Exception:
+            channel.worker.drop(DROP_INVALID)
+            return
+        if spans:
+            channel.worker.put([(span, _JUDGE_SPAN) for span in spans])
 
     @property
     def label_outputs(self) -> tuple[str, ...]:

@@ -248,6 +248,30 @@ def _trace_id(record: EvaluationRecord) -> int:
     return trace_id
 
 
+# the attribute of the evaluation span's link to the judge's own trace
+LINK_TO = "spanjudge.link"
+JUDGE_LINK = "judge"
+
+
+def judge_link(record: EvaluationRecord) -> Link | None:
+    """The link to the root of the judge's own trace (judge tracing on), else None."""
+    if not record.judge_trace_id or not record.judge_span_id:
+        return None
+    try:
+        context = SpanContext(
+            int(record.judge_trace_id, 16), int(record.judge_span_id, 16), True, _SAMPLED
+        )
+    except ValueError:
+        return None
+    return Link(context, {LINK_TO: JUDGE_LINK})
+
+
+def evaluation_trace_id(record: EvaluationRecord) -> int:
+    """The trace the evaluation span goes into: the judged one, or its own when the record
+    does not know the target's end (see :func:`evaluation_span`)."""
+    return _trace_id(record) if record.target_end_unix_nano else _linked_trace_id(record)
+
+
 def evaluation_span(
     record: EvaluationRecord,
     resource: Resource | None = None,
@@ -285,6 +309,9 @@ def evaluation_span(
         parent = None
         links = [Link(evaluated)] if evaluated is not None else []
         trace_id = _linked_trace_id(record)
+    judge = judge_link(record)
+    if judge is not None:
+        links = [*links, judge]
     context = SpanContext(trace_id, int(record.evaluation_span_id, 16), False, _SAMPLED)
     return ReadableSpan(
         name=f"evaluation {record.metric}",

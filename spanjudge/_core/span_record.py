@@ -192,6 +192,10 @@ class EvaluationRecord:
     segments: dict[str, str] | None = None
     # earlier results of this target superseded when this one was made (0: the first)
     revision: int = 0
+    # the judge's own trace (judge tracing on): its trace id and root span id, hex; the
+    # evaluation span links to that root (evaluators/_judge/judges/judge_trace.py)
+    judge_trace_id: str | None = None
+    judge_span_id: str | None = None
 
     @property
     def evaluation_span_id(self) -> str:
