@@ -167,6 +167,31 @@ class LoopSettings(BaseModel):
         le=365 * DAY,
         description="How long a cached result is reused; older entries are pruned each tick.",
     )
+    judge_tracing: Flag = Field(
+        default=False,
+        description="Trace the judge's own calls: each call (prompt, completion, model, tokens, "
+        "latency, retries) as a GenAI chat span in a trace of its own, linked from the "
+        "evaluation span and back; sent with the evaluation spans (span output only).",
+    )
+    judge_trace_sample_rate: Number = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="The share of evaluations whose judge calls are traced (judge_tracing on).",
+    )
+    judge_trace_max_calls: Count = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="The most judge call spans kept per evaluation; the rest are counted on the "
+        "judge trace's root (spanjudge.judge.calls_dropped).",
+    )
+    judge_trace_content: Flag = Field(
+        default=True,
+        description="Whether judge call spans carry the prompt and completion "
+        "(gen_ai.input.messages / gen_ai.output.messages); off also when "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT is false.",
+    )
 
     # the worker's numbers (spanjudge/worker/numbers.py, docs/numbers.md)
     interval_keys: tuple[str, ...] = Field(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -32,6 +33,7 @@ from spanjudge._core.span_record import EvaluationRecord, SpanRecord
 from spanjudge._store.models import Job
 from spanjudge._store.sql import SpanStore
 from spanjudge.errors import StoreError
+from spanjudge.evaluators._judge.judges.judge_trace import JudgeTrace, tracing
 from spanjudge.evaluators._loop.batch_spans import BatchSpans, by_id
 from spanjudge.evaluators._loop.config import MonitorConfig
 from spanjudge.evaluators._loop.outage import TRANSIENT_ERRORS, JudgeHealth
@@ -48,6 +50,7 @@ from spanjudge.evaluators._rebuild.targets import (
 )
 from spanjudge.evaluators._review.segments import result_segments
 from spanjudge.tracer import _attributes as attrs
+from spanjudge.tracer import _capture as capture
 
 if TYPE_CHECKING:
     from spanjudge._core.telemetry import Telemetry
@@ -129,6 +132,25 @@ class Runner:
         self._in_flight: dict[asyncio.Task[Any], asyncio.AbstractEventLoop] = {}
         self._in_flight_lock = threading.Lock()
         self._abandoned = threading.Event()
+        # judge tracing: the emitter's span output takes the judge's own trace (emitter.py)
+        self._emit_judge_trace = (
+            getattr(emitter, "emit_judge_trace", None)
+            if config.judge_tracing and emitter is not None and "span" in emitter.outputs
+            else None
+        )
+
+    def _judge_trace(self, rule: Rule) -> JudgeTrace | None:
+        """A judge trace for the evaluation about to run, when judge tracing samples it."""
+        if self._emit_judge_trace is None:
+            return None
+        rate = self.config.judge_trace_sample_rate
+        if rate < 1 and random.random() >= rate:
+            return None
+        return JudgeTrace(
+            rule.metric.name,
+            capture_content=self.config.judge_trace_content and capture.POLICY.content,
+            max_calls=self.config.judge_trace_max_calls,
+        )
 
     def abandon(self) -> int:
         """Cancel the judge calls in flight and any that would start (a shutdown whose grace
@@ -183,6 +205,7 @@ class Runner:
         once for all its jobs."""
         rule = self.rules.get(job.rule)
         started = self.clock()
+        judge_trace: JudgeTrace | None = None
         if rule is None:
             # a rule removed since the job was planned: release it for a process that has it
             retry_at = started + self.config.interval_seconds
@@ -209,9 +232,10 @@ class Runner:
             report.scored += 1
         else:
             metric = rule.metric.clone()
+            judge_trace = self._judge_trace(rule)
             try:
                 # a failing judge leaves its error on the metric; to_data() carries it
-                with self._judging(), contextlib.suppress(Exception):
+                with self._judging(), tracing(judge_trace), contextlib.suppress(Exception):
                     await metric.a_measure(case)
             except asyncio.CancelledError:
                 if not self._abandoned.is_set():
@@ -222,6 +246,10 @@ class Runner:
                 report.retried += 1
                 return
             fill_from_metric(record, metric.to_data())
+            if judge_trace is not None and judge_trace.calls:
+                record.judge_trace_id, record.judge_span_id = judge_trace.ids
+            else:
+                judge_trace = None
             retried = record.status == "error" and await io(partial(self._retry_later, job, record))
             self.health.observe(record, retried=retried)
             if retried:
@@ -232,7 +260,8 @@ class Runner:
             else:
                 report.scored += 1
         record.finished_at = self.clock()
-        if not await io(partial(self.finish, rule, job, record, key)):
+        finish = partial(self.finish, rule, job, record, key, judge_trace=judge_trace)
+        if not await io(finish):
             # our lease expired and another evaluator took the job: its result is the one kept
             report.lost_lease += 1
 
@@ -281,7 +310,15 @@ class Runner:
                     self.telemetry.record_cache_hit(rule.name, record.metric)
         return record, case, key
 
-    def finish(self, rule: Rule, job: Job, record: EvaluationRecord, key: str | None) -> bool:
+    def finish(
+        self,
+        rule: Rule,
+        job: Job,
+        record: EvaluationRecord,
+        key: str | None,
+        *,
+        judge_trace: JudgeTrace | None = None,
+    ) -> bool:
         """Keep a new score in the judge cache, charge its cost, store the result while the
         lease is ours, then emit and count it. False when the lease was lost (nothing stored)."""
         if key is not None and self.cache is not None:
@@ -295,6 +332,8 @@ class Runner:
             return False
         if self.emitter is not None:
             self.emitter.emit(record, job.job_id)
+            if judge_trace is not None and self._emit_judge_trace is not None:
+                self._emit_judge_trace(record, judge_trace)
         if self.telemetry is not None:
             self.telemetry.record_evaluation(record)
         return True
