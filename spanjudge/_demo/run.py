@@ -132,6 +132,9 @@ def run_demo(
                 concurrency=8,
                 retention_seconds=None,
                 max_attempts=1,
+                # each judge call as a span in a judge trace of its own, linked from the
+                # evaluation span: the prompt and the completion behind every score
+                judge_tracing=True,
             ),
         )
         errors = _evaluate_all(monitor, store)
@@ -250,6 +253,14 @@ def _delivery(emitter: Any, total: int, endpoint: str | None) -> tuple[list[str]
             failures.append(
                 f"evaluation events not delivered: {dropped.get('event') or 'timed out'}"
             )
+    judge_spans = getattr(emitter, "exported_judge_spans", 0)
+    if judge_spans:
+        lines.append(
+            f"judge traces: {judge_spans} spans "
+            + (f"accepted at {where}traces" if where else "written (kept in memory)")
+            + ", service spanjudge: each evaluation span links to a trace 'judge <metric>' "
+            "with one 'chat <model>' span per judge call (prompt, completion, tokens)"
+        )
     if where and spans:
         lines.append(
             "look in your backend for service [bold]spanjudge-demo[/]: each evaluated span has a "
