@@ -6,15 +6,17 @@ Precedence, first match wins (more specific markers before the generic semconv):
 0. a **declared reader** (:mod:`.declared`: ``[[readers]]`` in the worker's file,
    ``monitor(readers=...)``) that matches the span: its fields win, and the built-in dialect
    below that matches (if any) fills what the reader leaves unset; ``dialect`` is
-   ``reader:<name>``;
+   ``reader:<name>``; then the **shipped readers** (:mod:`.shipped`, the same mechanism as
+   data: ``openlit`` retrieval spans, ``mlflow-chat``/``-retriever``/``-agent`` for MLflow
+   tracing's own attributes, ``langfuse-generation``/``-retriever``/``-agent``/``-tool`` for the
+   Langfuse SDK's observations);
 1. ``spanjudge``: our own ``@observe`` spans (``spanjudge.kind``, scope ``spanjudge``);
 2. ``openinference``: ``openinference.span.kind``;
 3. ``vercel-ai``: ``ai.operationId``;
 4. ``pydantic-ai``: scope ``pydantic-ai``/``logfire`` or its ``pydantic_ai.*``/``final_result``
    attributes;
 5. ``litellm``: scope ``litellm`` (before OpenLLMetry: it also writes ``llm.request.type``);
-6. ``openlit``: the ``openlit`` scopes' retrieval spans, a shipped reader (:mod:`.shipped`);
-   its other spans are GenAI semconv;
+6. (``openlit``'s spans other than retrieval are GenAI semconv, below);
 7. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
 8. ``genai-semconv``: any span with ``gen_ai.operation.name``;
 9. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
