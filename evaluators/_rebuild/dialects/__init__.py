@@ -16,10 +16,10 @@ Precedence, first match wins (more specific markers before the generic semconv):
 4. ``pydantic-ai``: scope ``pydantic-ai``/``logfire`` or its ``pydantic_ai.*``/``final_result``
    attributes;
 5. ``litellm``: scope ``litellm`` (before OpenLLMetry: it also writes ``llm.request.type``);
-6. (``openlit``'s spans other than retrieval are GenAI semconv, below);
-7. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
-8. ``genai-semconv``: any span with ``gen_ai.operation.name``;
-9. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
+6. ``openllmetry``: ``traceloop.*`` attributes or ``llm.request.type``;
+7. ``genai-semconv``: any span with ``gen_ai.operation.name`` (OpenLIT's spans other than
+   retrieval too);
+8. ``generic``: no name of its own; a model call recognised by chat messages in an input-like
    attribute and an assistant message in an output-like one (:mod:`.fallback`).
 
 Each dialect reads its own names first, then the GenAI semconv fills what is still empty (most
