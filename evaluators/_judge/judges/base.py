@@ -90,11 +90,13 @@ class TokenLogprob:
 @dataclass(frozen=True)
 class Completion:
     """What one call returns: the answer text, its usage and, when asked for and given, the
-    answer's token log-probabilities. ``_complete`` may also return a plain ``(text, usage)``."""
+    answer's token log-probabilities and why it ended (``finish_reason``, for a traced judge).
+    ``_complete`` may also return a plain ``(text, usage)``."""
 
     text: str
     usage: Usage
     logprobs: tuple[TokenLogprob, ...] | None = None
+    finish_reason: str | None = None  # as the server said (stop, length...), when it did
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,7 @@ class Judge(ABC):
             text=completion.text,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            finish_reason=completion.finish_reason,
         )
 
     # -- repair or retry -----------------------------------------------------------------

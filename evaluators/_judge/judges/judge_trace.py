@@ -47,6 +47,7 @@ __all__ = ["JudgeCall", "JudgeTrace", "current_call", "current_trace", "tracing"
 JUDGE_RETRIES = "spanjudge.judge.retries"
 JUDGE_CALLS_DROPPED = "spanjudge.judge.calls_dropped"
 JUDGE_METRIC = "spanjudge.judge.metric"
+RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 # every message text kept on a span is cut here (a judge prompt may quote a long context)
 MAX_MESSAGE_CHARS = 16_384
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -66,6 +67,7 @@ class JudgeCall:
     output_tokens: int = 0
     retries: int = 0
     error: BaseException | None = None
+    finish_reason: str | None = None
 
 
 @dataclass
@@ -91,8 +93,10 @@ class JudgeTrace:
         input_tokens: int = 0,
         output_tokens: int = 0,
         error: BaseException | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         call.ended_ns = max(time.time_ns(), call.started_ns)
+        call.finish_reason = finish_reason
         call.text, call.error = text, error
         call.input_tokens, call.output_tokens = input_tokens, output_tokens
         if len(self.calls) < self.max_calls:
@@ -164,24 +168,29 @@ class JudgeTrace:
             out["server.address"] = call.server
         if call.error is not None:
             out[attrs.ERROR_TYPE] = type(call.error).__name__
+        if call.finish_reason:
+            out[RESPONSE_FINISH_REASONS] = (call.finish_reason,)
         if self.capture_content:
             out[attrs.GEN_AI_INPUT_MESSAGES] = _messages_json(call.messages)
             if call.text is not None:
-                out[attrs.GEN_AI_OUTPUT_MESSAGES] = _messages_json(
-                    [{"role": "assistant", "content": call.text}]
-                )
+                answer = {"role": "assistant", "content": call.text}
+                out[attrs.GEN_AI_OUTPUT_MESSAGES] = _messages_json([answer], call.finish_reason)
         return out
 
 
-def _messages_json(messages: list[dict[str, str]]) -> str:
-    """Chat messages in the conventions' shape: ``[{role, parts: [{type: text, content}]}]``."""
-    shaped = [
+def _messages_json(messages: list[dict[str, str]], finish_reason: str | None = None) -> str:
+    """Chat messages in the conventions' shape: ``[{role, parts: [{type: text, content}]}]``,
+    an output message with its ``finish_reason`` when the server gave one."""
+    shaped: list[dict[str, Any]] = [
         {
             "role": m.get("role", "user"),
             "parts": [{"type": "text", "content": str(m.get("content", ""))[:MAX_MESSAGE_CHARS]}],
         }
         for m in messages
     ]
+    if finish_reason:
+        for message in shaped:
+            message["finish_reason"] = finish_reason
     return json.dumps(shaped, ensure_ascii=False)
 
 

@@ -305,7 +305,8 @@ class LiteLLMJudge(Judge):
         """The call's answer, from litellm's response object or the direct path's JSON."""
         choice = first_choice(response)
         text = answer_text(field(choice, "message"))
-        if field(choice, "finish_reason") == "length":
+        finish = field(choice, "finish_reason")
+        if finish == "length":
             log.warning(
                 "judge %s stopped at its output limit (max_tokens=%s): the answer is cut short",
                 self.model_name,
@@ -322,6 +323,7 @@ class LiteLLMJudge(Judge):
                 unpriced_calls=1 if cost is None else 0,
             ),
             read_logprobs(field(choice, "logprobs")),
+            finish if isinstance(finish, str) and finish else None,
         )
 
     def _litellm_cost(self, response: Any) -> float | None:

@@ -118,6 +118,8 @@ def test_the_judge_prompt_and_completion_are_found_from_the_evaluation_span(
     assert any(ANSWER in part["content"] for p in prompts for m in p for part in m["parts"])
     assert any(REASON in part["content"] for c in completions for m in c for part in m["parts"])
     assert all(m["role"] == "assistant" for c in completions for m in c)
+    assert all(m["finish_reason"] == "stop" for c in completions for m in c)
+    assert all(tuple(c.attributes["gen_ai.response.finish_reasons"]) == ("stop",) for c in calls)
     # the app's trace holds the evaluation span only: no judge span went into it
     in_app = [s for s in spans if f"{s.context.trace_id:032x}" == app_trace]
     assert in_app == [evaluation]
