@@ -164,6 +164,9 @@ class JudgeTrace:
             attrs.GEN_AI_USAGE_OUTPUT_TOKENS: call.output_tokens,
             JUDGE_RETRIES: call.retries,
         }
+        provider, slash, _ = call.model.partition("/")
+        if slash and provider:  # litellm's "provider/model" (the conventions require the name)
+            out[attrs.GEN_AI_PROVIDER_NAME] = provider
         if call.server:
             out["server.address"] = call.server
         if call.error is not None:

@@ -109,6 +109,7 @@ def test_the_judge_prompt_and_completion_are_found_from_the_evaluation_span(
         assert call.name == "chat openai/scripted-judge"
         assert a["gen_ai.operation.name"] == "chat"
         assert a["gen_ai.request.model"] == "openai/scripted-judge"
+        assert a["gen_ai.provider.name"] == "openai"
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         assert a["spanjudge.judge.retries"] == 0
         assert call.end_time >= call.start_time
