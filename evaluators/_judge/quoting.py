@@ -36,6 +36,7 @@ DATA_RULE = (
 """The sentence every metric prompt starts with."""
 
 _MARKER = re.compile(rf"<(\s*/?\s*){TAG}", re.IGNORECASE)
+_ESCAPED = re.compile(rf"&lt;(\s*/?\s*){TAG}", re.IGNORECASE)
 BLOCK = re.compile(rf"<{TAG}(?: [^>]*)?>.*?</{TAG}>", re.DOTALL)
 """One quoted block as :func:`quote` writes it (its text cannot hold the closing tag)."""
 
@@ -54,6 +55,18 @@ def escape(text: str) -> str:
 def quote(label: str, value: Any) -> str:
     """``value`` (text as it is, anything else as JSON) as a data block labelled ``label``."""
     return f'<{TAG} label="{label}">\n{escape(_text(value))}\n</{TAG}>'
+
+
+def quoted(prompt: str, label: str) -> str | None:
+    """The text of the last block labelled ``label`` in ``prompt``, the markers :func:`escape`
+    neutralised written back, or None when there is none: what a scripted judge reads."""
+    opener = f'<{TAG} label="{label}">\n'
+    start = prompt.rfind(opener)
+    if start < 0:
+        return None
+    body = prompt[start + len(opener) :]
+    end = body.find(f"\n</{TAG}>")
+    return _ESCAPED.sub(r"<\1" + TAG, body if end < 0 else body[:end])
 
 
 def with_data_rule(prompt: str) -> str:

@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from spanjudge.evaluators._judge.quoting import quoted
 from spanjudge.testing import ScriptedJudgeServer
 
 JUDGE_LABEL = "offline scripted judge (deterministic text rules, not an LLM)"
@@ -111,24 +112,12 @@ _GROUP_WORDS = frozenset(
 _REFUSALS = ("can't", "cannot", "can only help", "i'm not able", "unable to", "only help with")
 
 
-def _quoted(prompt: str, label: str) -> str | None:
-    """The text of the last ``<quoted-data label="...">`` block so labelled (how the metrics
-    quote case text), its escaped markers restored; None when the prompt has no such block."""
-    opener = f'<quoted-data label="{label}">\n'
-    start = prompt.rfind(opener)
-    if start < 0:
-        return None
-    body = prompt[start + len(opener) :]
-    end = body.find("\n</quoted-data>")
-    return (body if end < 0 else body[:end]).replace("&lt;", "<").strip()
-
-
 def _section(prompt: str, header: str) -> str:
     """The quoted block labelled ``header`` (without its colon), else the text after the last
     ``header`` line, up to the next blank-line + 'JSON:' marker."""
-    quoted = _quoted(prompt, header.strip().rstrip(":"))
-    if quoted is not None:
-        return quoted
+    block = quoted(prompt, header.strip().rstrip(":"))
+    if block is not None:
+        return block.strip()
     start = prompt.rfind(header)
     if start < 0:
         return ""

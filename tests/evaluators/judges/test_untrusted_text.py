@@ -28,7 +28,7 @@ from spanjudge.evaluators._judge.metrics.step_efficiency import StepEfficiencyTe
 from spanjudge.evaluators._judge.metrics.task_completion import TaskCompletionTemplate
 from spanjudge.evaluators._judge.metrics.tool_correctness import ToolCorrectnessTemplate
 from spanjudge.evaluators._judge.metrics.topic_adherence import TopicAdherenceTemplate
-from spanjudge.evaluators._judge.quoting import BLOCK, DATA_RULE, outside_blocks, quote
+from spanjudge.evaluators._judge.quoting import BLOCK, DATA_RULE, outside_blocks, quote, quoted
 from spanjudge.evaluators._judge.test_case import LLMTestCase
 
 # what a hostile answer, context or tool result writes: it tries to close the block and speak
@@ -129,6 +129,15 @@ def test_a_block_cannot_be_closed_by_the_text_it_quotes() -> None:
     assert BLOCK.fullmatch(block) is not None  # the block ends where quote() ended it
     assert block.count("</quoted-data>") == 1
     assert "&lt;/quoted-data>" in block and "&lt; / quoted-data >" in block
+
+
+def test_a_quoted_block_reads_back_as_the_text_it_quoted() -> None:
+    """What a scripted judge (the demo's) reads: the last block of a label, its markers back,
+    any other text (an escaped-looking ``&lt;b>`` of the answer's own) as it was."""
+    text = "Fine &lt;b> print('</quoted-data>') < / quoted-data >"
+    prompt = quote("Answer text", "earlier") + "\n" + quote("Answer text", text)
+    assert quoted(prompt, "Answer text") == "Fine &lt;b> print('</quoted-data>') < / quoted-data >"
+    assert quoted(prompt, "Facts") is None
 
 
 def test_every_prompt_a_metric_sends_states_that_quoted_text_is_data(
