@@ -77,6 +77,14 @@ def _check_overhead(doc: dict[str, Any]) -> None:
     assert batch["spans_dropped"] == 0
     for kind in ("agent", "llm", "retriever", "tool", "chain"):
         assert doc["ratios"]["batch"][kind]["observe_over_raw_otel"] is not None
+    # the call shapes peers/run_spanjudge.py times beside the kinds: by keyword, in conversation()
+    shapes = doc["ratios"]["batch"]["shapes"]
+    assert set(shapes) == {
+        f"{kind}_{how}"
+        for kind in ("tool", "retriever")
+        for how in ("by_keyword", "in_conversation")
+    }
+    assert all(shape["observe_over_raw_otel"] is not None for shape in shapes.values())
     assert doc["ratios"]["vs_peers"] == {}  # no peer venvs in a smoke run
 
 
