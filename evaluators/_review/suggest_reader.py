@@ -32,7 +32,7 @@ from typing import Any
 from spanjudge._core.span_record import SpanRecord
 from spanjudge.evaluators._plan.coverage import is_evaluation
 from spanjudge.evaluators._rebuild.dialects import read_span
-from spanjudge.evaluators._rebuild.dialects.declared import compile_path, walk
+from spanjudge.evaluators._rebuild.dialects.declared import FIELD_MARKERS, compile_path, walk
 from spanjudge.evaluators._rebuild.dialects.message_text import is_message, maybe_json
 
 __all__ = ["suggest_readers"]
@@ -41,7 +41,6 @@ _ANSWER = re.compile(r"(?i)(reply|answer|output|completion|response|result|said|
 _QUESTION = re.compile(r"(?i)(ask|question|query|prompt|input|request)")
 _SESSION = re.compile(r"(?i)(thread|session|conversation)")
 _DOCS = re.compile(r"(?i)(hits|documents?|docs|results|passages|chunks|retriev)")
-_MARKER = re.compile(r"\[\[ ## \w+ ## \]\]|<[a-z][a-z_]{0,30}>")
 _KEY = re.compile(r"[A-Za-z_][\w-]*$")
 _MAX_DEPTH = 4
 
@@ -203,7 +202,7 @@ def _prose(text: str) -> bool:
 
 
 def _strip(text: Any) -> list[str]:
-    return ["strip_markers"] if isinstance(text, str) and _MARKER.search(text) else []
+    return ["strip_markers"] if isinstance(text, str) and FIELD_MARKERS.search(text) else []
 
 
 def _toml(value: Any) -> str:

@@ -96,7 +96,9 @@ TRANSFORMS = (
 MISS_WINDOW_SECONDS = 3600.0
 
 _STEP = re.compile(r"""\.([A-Za-z_][\w-]*)|\[(-?\d+)\]|\[\*\]|\[(?:"([^"]+)"|'([^']+)')\]""")
-_MARKERS = re.compile(r"\[\[ ## \w+ ## \]\]|</?[a-z][a-z_]{0,30}>")
+FIELD_MARKERS = re.compile(r"\[\[ ## \w+ ## \]\]|</?[a-z][a-z_]{0,30}>")
+"""What the ``strip_markers`` transform takes out (``explain --suggest-reader`` proposes it
+where this matches)."""
 _EVERY = object()
 Step = str | int | object
 
@@ -180,7 +182,7 @@ def _content_text(value: Any) -> Any:
 
 def _strip_markers(value: Any) -> Any:
     text = _text(value)
-    return _MARKERS.sub("", text).strip() or None if text is not None else None
+    return FIELD_MARKERS.sub("", text).strip() or None if text is not None else None
 
 
 def _regex(pattern: re.Pattern[str]) -> Callable[[Any], Any]:
